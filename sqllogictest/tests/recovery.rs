@@ -44,6 +44,8 @@ const CHECKPOINT_INTERVAL: &str = "200ms";
 const WINDOW_MS: i64 = 1_000;
 /// 2024-01-01 00:00:00 UTC, in milliseconds since the Unix epoch.
 const FIRST_TS_MS: i64 = 1_704_067_200_000;
+/// A hung statement fails the round instead of the whole run.
+const ROUND_TIMEOUT: Duration = Duration::from_secs(300);
 /// INSERTs sent after the restart in continuing rounds.
 const INSERTS_AFTER_RESTART: usize = 200;
 
@@ -130,7 +132,9 @@ async fn run_round(seed: u64) -> Result<String> {
         config.checkpoint_interval = Some(CHECKPOINT_INTERVAL.to_string());
     })
     .await?;
-    let result = crash_round(&mut eddy, seed).await;
+    let result = tokio::time::timeout(ROUND_TIMEOUT, crash_round(&mut eddy, seed))
+        .await
+        .unwrap_or_else(|_| Err(anyhow!("the round timed out after {ROUND_TIMEOUT:?}")));
     result.map_err(|err| {
         let mut message = format!("{err:#}\n{}", eddy.log_tail(30));
         if std::env::var_os("EDDY_KEEP_DATA").is_some() {

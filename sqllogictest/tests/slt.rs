@@ -130,25 +130,48 @@ fn slt_files(root: &Path, filter: Option<&str>) -> std::io::Result<Vec<PathBuf>>
     Ok(files)
 }
 
-/// Runs one file in its own task, so that a panic (the engine panics on a
-/// column type it cannot format) or a hang fails this file only.
+/// Runs one file against a fresh eddy, in its own task so that a panic (the
+/// engine panics on a column type it cannot format) or a hang fails this
+/// file only. On failure, the message ends with eddy's log.
 async fn run_file_with_timeout(file: PathBuf, timeout: Duration) -> Result<(), String> {
-    let task = tokio::spawn(run_file(file));
-    let abort = task.abort_handle();
-    match tokio::time::timeout(timeout, task).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(join_error)) => Err(match join_error.try_into_panic() {
-            Ok(panic) => format!("panicked: {}", panic_message(&*panic)),
+    let process = EddyProcess::start_fresh()
+        .await
+        .map_err(|err| format!("{err:#}"))?;
+    let server = Arc::new(Mutex::new(Server {
+        process,
+        generation: 0,
+        last_sql: None,
+    }));
+    let mut task = tokio::spawn(run_file(file, Arc::clone(&server)));
+    let message = match tokio::time::timeout(timeout, &mut task).await {
+        Ok(Ok(Ok(()))) => return Ok(()),
+        Ok(Ok(Err(test_error))) => test_error,
+        Ok(Err(join_error)) => match join_error.try_into_panic() {
+            Ok(panic) => format!(
+                "panicked: {}\n[SQL] {}",
+                panic_message(&*panic),
+                server.lock().await.last_sql.as_deref().unwrap_or("")
+            ),
             Err(join_error) => format!("task failed: {join_error}"),
-        }),
+        },
         Err(_elapsed) => {
-            // Aborting drops the runner and thereby kills eddy.
-            abort.abort();
-            Err(format!(
-                "timed out after {timeout:?} (set EDDY_SLT_TIMEOUT to change)"
-            ))
+            task.abort();
+            // Cancelled: this drops the runner and its connections.
+            let _ = task.await;
+            format!(
+                "timed out after {timeout:?} (EDDY_SLT_TIMEOUT changes it)\n[SQL] {}",
+                server.lock().await.last_sql.as_deref().unwrap_or("")
+            )
+        }
+    };
+    let mut server = server.lock().await;
+    let mut message = format!("{message}\n{}", server.process.log_tail(LOG_TAIL_LINES));
+    if std::env::var_os("EDDY_KEEP_DATA").is_some() {
+        if let Some(dir) = server.process.keep_files() {
+            message.push_str(&format!("\nkept data and log in {}", dir.display()));
         }
     }
+    Err(message)
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
@@ -161,17 +184,9 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-async fn run_file(file: PathBuf) -> Result<(), String> {
-    let process = EddyProcess::start_fresh()
-        .await
-        .map_err(|err| format!("{err:#}"))?;
-    let server = Arc::new(Mutex::new(Server {
-        process,
-        generation: 0,
-    }));
-
-    let make_server = Arc::clone(&server);
-    let mut runner = Runner::new(move || EddyDb::connect(Arc::clone(&make_server)));
+/// Runs the records of `file` like the standard CLI does.
+async fn run_file(file: PathBuf, server: Arc<Mutex<Server>>) -> Result<(), String> {
+    let mut runner = Runner::new(move || EddyDb::connect(Arc::clone(&server)));
     // The same settings as the standard CLI, named here to keep them so.
     runner.with_validator(default_validator);
     runner.with_normalizer(default_normalizer);
@@ -181,21 +196,7 @@ async fn run_file(file: PathBuf) -> Result<(), String> {
     let result = runner.run_file_async(&file).await;
     // A server that ignores the cancel request must not hang the suite.
     let _ = tokio::time::timeout(Duration::from_secs(5), runner.shutdown_async()).await;
-    drop(runner);
-
-    let Err(err) = result else {
-        return Ok(());
-    };
-    let mut server = server.lock().await;
-    let mut message = format!("{}", err.display(false));
-    message.push('\n');
-    message.push_str(&server.process.log_tail(LOG_TAIL_LINES));
-    if std::env::var_os("EDDY_KEEP_DATA").is_some() {
-        if let Some(dir) = server.process.keep_files() {
-            message.push_str(&format!("\nkept data and log in {}", dir.display()));
-        }
-    }
-    Err(message)
+    result.map_err(|err| err.display(false).to_string())
 }
 
 /// The one eddy process of a file, shared by all its connections.
@@ -203,6 +204,8 @@ struct Server {
     process: EddyProcess,
     /// Bumped at each restart; connections from an older one reconnect.
     generation: u64,
+    /// The statement sent last, to name it when the file times out.
+    last_sql: Option<String>,
 }
 
 /// The standard postgres-extended engine, plus `RECOVER` as a real crash
@@ -243,16 +246,17 @@ impl EddyDb {
         Ok(())
     }
 
-    /// This connection, reopened if the server restarted since it was made.
-    async fn live_conn(&mut self) -> Result<&mut PostgresExtended, EddyDbError> {
-        {
-            let guard = self.server.lock().await;
-            if self.conn.is_none() || guard.generation != self.generation {
-                self.conn = None;
-                self.conn = Some(PostgresExtended::connect(guard.process.pg_config()).await?);
-                self.generation = guard.generation;
-            }
+    /// Notes `sql` as the statement running and reopens this connection if
+    /// the server restarted since it was made.
+    async fn prepare_to_run(&mut self, sql: &str) -> Result<&mut PostgresExtended, EddyDbError> {
+        let mut guard = self.server.lock().await;
+        guard.last_sql = Some(sql.to_string());
+        if self.conn.is_none() || guard.generation != self.generation {
+            self.conn = None;
+            self.conn = Some(PostgresExtended::connect(guard.process.pg_config()).await?);
+            self.generation = guard.generation;
         }
+        drop(guard);
         self.conn
             .as_mut()
             .ok_or_else(|| EddyDbError::Harness(anyhow::anyhow!("no connection")))
@@ -276,7 +280,7 @@ impl AsyncDB for EddyDb {
             self.crash_and_restart().await?;
             return Ok(DBOutput::StatementComplete(0));
         }
-        Ok(self.live_conn().await?.run(sql).await?)
+        Ok(self.prepare_to_run(sql).await?.run(sql).await?)
     }
 
     async fn shutdown(&mut self) {
