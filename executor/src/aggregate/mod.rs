@@ -1,0 +1,372 @@
+//! Keyed incremental aggregation over DataFusion's accumulators.
+//!
+//! Each group (the row-encoded GROUP BY key) keeps one accumulator per aggregate and a row
+//! count. Inserts update, deletes retract. Emit-on-update views get each changed group's new
+//! row at the barrier; `EMIT ON WINDOW CLOSE` views get a group's final row when the watermark
+//! passes its window's end. Closed windows are evicted either way. Dirty groups' accumulator
+//! states are written into the epoch's batch and merged back on restart.
+
+mod min_max;
+mod state;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, UInt32Array};
+use datafusion::arrow::compute::{cast, take};
+use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::Accumulator;
+use eddy_planner::window::to_micros;
+use eddy_planner::{AggregatePlan, WindowBound};
+use eddy_storage::{EpochBatch, RowCodec, Store, TableId};
+
+use crate::{Barrier, ExecError, Message, Op, Operator, Result, StreamChunk, Watermark};
+use min_max::RetractableMinMax;
+use state::StateCodec;
+
+/// One group's running aggregate.
+struct Group {
+    accumulators: Vec<Box<dyn Accumulator>>,
+    /// Input rows currently in the group (inserts minus deletes).
+    row_count: i64,
+    /// Whether a row for this group is in the view (so an update must replace it).
+    emitted: bool,
+    /// End of the group's window in micros, when the groups are windows.
+    window_end: Option<i64>,
+}
+
+pub struct AggregateOperator {
+    plan: AggregatePlan,
+    state_table: TableId,
+    key_codec: RowCodec,
+    state_codec: StateCodec,
+    groups: HashMap<Vec<u8>, Group>,
+    /// Groups changed since the last barrier.
+    dirty: HashSet<Vec<u8>>,
+    /// Groups whose state must be deleted at the next barrier.
+    evicted: HashSet<Vec<u8>>,
+    /// Window end (micros) → groups in that window, to evict closed windows cheaply.
+    windows: BTreeMap<i64, HashSet<Vec<u8>>>,
+}
+
+impl AggregateOperator {
+    /// Builds the operator and loads its state from the last committed epoch.
+    pub fn new(plan: AggregatePlan, state_table: TableId, store: &dyn Store) -> Result<Self> {
+        let group_fields: Vec<Field> = plan.schema.fields()[..plan.group_exprs.len()]
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        let key_codec = RowCodec::new(Arc::new(Schema::new(group_fields)))?;
+        let probe = new_accumulators(&plan)?;
+        let state_codec = StateCodec::new(probe)?;
+        let mut operator = Self {
+            plan,
+            state_table,
+            key_codec,
+            state_codec,
+            groups: HashMap::new(),
+            dirty: HashSet::new(),
+            evicted: HashSet::new(),
+            windows: BTreeMap::new(),
+        };
+        operator.load(store)?;
+        if operator.plan.group_exprs.is_empty() && operator.groups.is_empty() {
+            // A global aggregate always has its one row, even over no input (count = 0).
+            operator
+                .groups
+                .insert(Vec::new(), operator.new_group(None)?);
+            operator.dirty.insert(Vec::new());
+        }
+        Ok(operator)
+    }
+
+    fn new_group(&self, window_end: Option<i64>) -> Result<Group> {
+        Ok(Group {
+            accumulators: new_accumulators(&self.plan)?,
+            row_count: 0,
+            emitted: false,
+            window_end,
+        })
+    }
+
+    fn load(&mut self, store: &dyn Store) -> Result<()> {
+        let rows = store.scan_table(self.state_table)?;
+        for (key, value) in rows {
+            let mut group = self.new_group(None)?;
+            self.state_codec.restore(&value, &mut group)?;
+            if let Some(end) = group.window_end {
+                self.windows.entry(end).or_default().insert(key.clone());
+            }
+            self.groups.insert(key, group);
+        }
+        Ok(())
+    }
+
+    /// Window end (micros) of each input row's group, when the groups are windows.
+    fn window_ends(&self, group_columns: &[ArrayRef]) -> Result<Option<Vec<Option<i64>>>> {
+        let Some(bound) = self.plan.window else {
+            return Ok(None);
+        };
+        let (index, add) = match bound {
+            WindowBound::End { group_index } => (group_index, 0),
+            WindowBound::Start { group_index, size } => (group_index, size),
+        };
+        let micros = to_micros(&group_columns[index])?;
+        Ok(Some(micros.iter().map(|v| v.map(|v| v + add)).collect()))
+    }
+
+    /// Builds output rows for `keys` from their groups' current values.
+    fn output(&mut self, keys: &[(Vec<u8>, Op)]) -> Result<Option<StreamChunk>> {
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        let key_batch = self
+            .key_codec
+            .decode(keys.iter().map(|(k, _)| k.as_slice()))?;
+        let mut columns: Vec<ArrayRef> = key_batch.columns().to_vec();
+        let fields = self.plan.schema.fields();
+        for (j, field) in fields.iter().enumerate().skip(self.plan.group_exprs.len()) {
+            let agg_index = j - self.plan.group_exprs.len();
+            let mut values = Vec::with_capacity(keys.len());
+            for (key, _) in keys {
+                let group = self
+                    .groups
+                    .get_mut(key)
+                    .ok_or_else(|| internal("emitting a group that has no state"))?;
+                values.push(group.accumulators[agg_index].evaluate()?);
+            }
+            let array = ScalarValue::iter_to_array(values)?;
+            let array = if array.data_type() == field.data_type() {
+                array
+            } else {
+                cast(&array, field.data_type())?
+            };
+            columns.push(array);
+        }
+        // The group key columns double as the stream key.
+        let key_columns = key_batch.columns().to_vec();
+        let ops = keys.iter().map(|(_, op)| *op).collect();
+        Ok(Some(StreamChunk::new(
+            ops,
+            &self.plan.schema,
+            columns,
+            key_columns,
+        )?))
+    }
+
+    /// The op that brings the view up to date for a changed group, if any.
+    fn change_op(&self, group: &Group) -> Option<Op> {
+        let alive = group.row_count > 0 || self.plan.group_exprs.is_empty();
+        match (alive, group.emitted) {
+            (true, true) => Some(Op::UpdateInsert),
+            (true, false) => Some(Op::Insert),
+            (false, true) => Some(Op::Delete),
+            (false, false) => None,
+        }
+    }
+}
+
+fn internal(message: &str) -> ExecError {
+    ExecError::DataFusion(datafusion::error::DataFusionError::Internal(message.into()))
+}
+
+/// Creates one accumulator per aggregate, retractable when the input can retract.
+fn new_accumulators(plan: &AggregatePlan) -> Result<Vec<Box<dyn Accumulator>>> {
+    plan.aggregates
+        .iter()
+        .map(|agg| {
+            if plan.input_append_only {
+                return Ok(agg.create_accumulator()?);
+            }
+            let name = agg.fun().name().to_lowercase();
+            if name == "min" || name == "max" {
+                let data_type = agg.field().data_type().clone();
+                return Ok(Box::new(RetractableMinMax::new(name == "max", data_type)?)
+                    as Box<dyn Accumulator>);
+            }
+            let accumulator = agg.create_sliding_accumulator()?;
+            if !accumulator.supports_retract_batch() {
+                return Err(ExecError::NotSupported(format!(
+                    "{}() cannot retract rows, so it cannot aggregate an input with updates or deletes (a table with a primary key or without APPEND ONLY)",
+                    agg.fun().name()
+                )));
+            }
+            Ok(accumulator)
+        })
+        .collect()
+}
+
+impl Operator for AggregateOperator {
+    fn name(&self) -> &'static str {
+        "Aggregate"
+    }
+
+    fn process_chunk(&mut self, chunk: StreamChunk, _out: &mut Vec<Message>) -> Result<()> {
+        let rows = chunk.len();
+        let group_columns = self
+            .plan
+            .group_exprs
+            .iter()
+            .map(|e| e.evaluate(&chunk.batch)?.into_array(rows))
+            .collect::<Result<Vec<_>, _>>()?;
+        let arguments: Vec<Vec<ArrayRef>> = self
+            .plan
+            .aggregates
+            .iter()
+            .map(|agg| {
+                agg.expressions()
+                    .iter()
+                    .map(|e| e.evaluate(&chunk.batch)?.into_array(rows))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .collect::<Result<_, _>>()?;
+        let window_ends = self.window_ends(&group_columns)?;
+        let keys = if group_columns.is_empty() {
+            None
+        } else {
+            Some(self.key_codec.encode(&group_columns)?)
+        };
+
+        // Row indices per group, inserts and retractions apart, groups in first-seen order.
+        let mut order: Vec<&[u8]> = Vec::new();
+        let mut by_group: HashMap<&[u8], (Vec<u32>, Vec<u32>, usize)> = HashMap::new();
+        for (i, op) in chunk.ops.iter().enumerate() {
+            let key: &[u8] = keys.as_ref().map_or(&[], |k| k.row(i).data());
+            let entry = by_group.entry(key).or_insert_with(|| {
+                order.push(key);
+                (Vec::new(), Vec::new(), i)
+            });
+            if op.is_insert() {
+                entry.0.push(i as u32);
+            } else {
+                entry.1.push(i as u32);
+            }
+        }
+
+        for key in order {
+            let (inserts, retracts, first_row) = &by_group[key];
+            if !self.groups.contains_key(key) {
+                let window_end = window_ends.as_ref().and_then(|ends| ends[*first_row]);
+                if let Some(end) = window_end {
+                    self.windows.entry(end).or_default().insert(key.to_vec());
+                }
+                let group = self.new_group(window_end)?;
+                self.groups.insert(key.to_vec(), group);
+            }
+            let group = self
+                .groups
+                .get_mut(key)
+                .ok_or_else(|| internal("group vanished"))?;
+            for (accumulator, args) in group.accumulators.iter_mut().zip(&arguments) {
+                if !inserts.is_empty() {
+                    accumulator.update_batch(&take_all(args, inserts)?)?;
+                }
+                if !retracts.is_empty() {
+                    accumulator.retract_batch(&take_all(args, retracts)?)?;
+                }
+            }
+            group.row_count += inserts.len() as i64 - retracts.len() as i64;
+            self.dirty.insert(key.to_vec());
+        }
+        Ok(())
+    }
+
+    fn process_watermark(&mut self, watermark: Watermark, out: &mut Vec<Message>) -> Result<()> {
+        if self.plan.watermarked {
+            let still_open = self.windows.split_off(&(watermark.value + 1));
+            let closed = std::mem::replace(&mut self.windows, still_open);
+            let mut final_rows = Vec::new();
+            for key in closed.into_values().flatten() {
+                let Some(group) = self.groups.get(&key) else {
+                    continue;
+                };
+                let op = if self.plan.emit_on_window_close {
+                    (group.row_count > 0).then_some(Op::Insert)
+                } else if self.dirty.contains(&key) {
+                    self.change_op(group)
+                } else {
+                    None
+                };
+                if let Some(op) = op {
+                    final_rows.push((key.clone(), op));
+                }
+                self.dirty.remove(&key);
+                self.evicted.insert(key);
+            }
+            if let Some(chunk) = self.output(&final_rows)? {
+                out.push(Message::Chunk(chunk));
+            }
+            for key in &self.evicted {
+                self.groups.remove(key);
+            }
+        }
+        out.push(Message::Watermark(watermark));
+        Ok(())
+    }
+
+    fn process_barrier(
+        &mut self,
+        _barrier: Barrier,
+        epoch: &mut EpochBatch,
+        out: &mut Vec<Message>,
+    ) -> Result<()> {
+        let mut dirty: Vec<Vec<u8>> = std::mem::take(&mut self.dirty).into_iter().collect();
+        dirty.sort();
+        if !self.plan.emit_on_window_close {
+            let mut changes = Vec::with_capacity(dirty.len());
+            for key in &dirty {
+                if let Some(op) = self.groups.get(key).and_then(|g| self.change_op(g)) {
+                    changes.push((key.clone(), op));
+                }
+            }
+            if let Some(chunk) = self.output(&changes)? {
+                out.push(Message::Chunk(chunk));
+            }
+            for (key, op) in &changes {
+                if let Some(group) = self.groups.get_mut(key) {
+                    group.emitted = *op != Op::Delete;
+                }
+            }
+        }
+        for key in dirty {
+            let Some(group) = self.groups.get_mut(&key) else {
+                continue;
+            };
+            if group.row_count <= 0 && !self.plan.group_exprs.is_empty() {
+                if let Some(end) = group.window_end {
+                    if let Some(set) = self.windows.get_mut(&end) {
+                        set.remove(&key);
+                    }
+                }
+                self.groups.remove(&key);
+                epoch.delete(self.state_table, &key);
+            } else {
+                epoch.put(self.state_table, &key, self.state_codec.encode(group)?);
+            }
+        }
+        for key in std::mem::take(&mut self.evicted) {
+            epoch.delete(self.state_table, &key);
+        }
+        Ok(())
+    }
+
+    fn state_rows(&self) -> usize {
+        self.groups.len()
+    }
+
+    fn open_windows(&self) -> usize {
+        self.windows
+            .values()
+            .filter(|groups| !groups.is_empty())
+            .count()
+    }
+}
+
+fn take_all(columns: &[ArrayRef], indices: &[u32]) -> Result<Vec<ArrayRef>> {
+    let indices = UInt32Array::from(indices.to_vec());
+    Ok(columns
+        .iter()
+        .map(|c| take(c.as_ref(), &indices, None))
+        .collect::<Result<_, _>>()?)
+}

@@ -1,0 +1,89 @@
+//! Persisting a group: its row count, emitted flag, window end and each accumulator's
+//! `state()`, encoded as one row; restored with `merge_batch`.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, AsArray};
+use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema};
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::Accumulator;
+use eddy_storage::RowCodec;
+
+use super::Group;
+use crate::Result;
+
+pub(super) struct StateCodec {
+    codec: RowCodec,
+    /// How many state columns each accumulator has, in order.
+    widths: Vec<usize>,
+}
+
+const HEADER: usize = 3;
+
+impl StateCodec {
+    /// Derives the state layout from freshly made accumulators.
+    pub(super) fn new(mut probe: Vec<Box<dyn Accumulator>>) -> Result<Self> {
+        let mut fields = vec![
+            Field::new("row_count", DataType::Int64, true),
+            Field::new("emitted", DataType::Boolean, true),
+            Field::new("window_end", DataType::Int64, true),
+        ];
+        let mut widths = Vec::with_capacity(probe.len());
+        for (i, accumulator) in probe.iter_mut().enumerate() {
+            let state = accumulator.state()?;
+            widths.push(state.len());
+            for (j, value) in state.iter().enumerate() {
+                fields.push(Field::new(format!("a{i}_{j}"), value.data_type(), true));
+            }
+        }
+        Ok(Self {
+            codec: RowCodec::new(Arc::new(Schema::new(fields)))?,
+            widths,
+        })
+    }
+
+    pub(super) fn encode(&self, group: &mut Group) -> Result<Vec<u8>> {
+        let mut values = vec![
+            ScalarValue::Int64(Some(group.row_count)),
+            ScalarValue::Boolean(Some(group.emitted)),
+            ScalarValue::Int64(group.window_end),
+        ];
+        for accumulator in group.accumulators.iter_mut() {
+            values.extend(accumulator.state()?);
+        }
+        let schema = self.codec.schema().clone();
+        let columns = values
+            .into_iter()
+            .zip(schema.fields())
+            .map(|(value, field)| {
+                let value = if &value.data_type() == field.data_type() {
+                    value
+                } else {
+                    value.cast_to(field.data_type())?
+                };
+                value.to_array_of_size(1)
+            })
+            .collect::<Result<Vec<ArrayRef>, _>>()?;
+        let rows = self.codec.encode(&columns)?;
+        Ok(rows.row(0).as_ref().to_vec())
+    }
+
+    pub(super) fn restore(&self, bytes: &[u8], group: &mut Group) -> Result<()> {
+        let batch = self.codec.decode([bytes])?;
+        let int = |i: usize| {
+            let column = batch.column(i).as_primitive::<Int64Type>();
+            (!column.is_null(0)).then(|| column.value(0))
+        };
+        group.row_count = int(0).unwrap_or(0);
+        group.emitted = batch.column(1).as_boolean().value(0);
+        group.window_end = int(2);
+        let mut start = HEADER;
+        for (accumulator, width) in group.accumulators.iter_mut().zip(&self.widths) {
+            accumulator.merge_batch(&batch.columns()[start..start + width])?;
+            start += width;
+        }
+        Ok(())
+    }
+}
+
+use datafusion::arrow::array::Array;

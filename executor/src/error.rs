@@ -1,0 +1,36 @@
+//! The executor's error type.
+
+use datafusion::error::DataFusionError;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ExecError {
+    #[error(transparent)]
+    Storage(#[from] eddy_storage::StorageError),
+    #[error(transparent)]
+    DataFusion(#[from] DataFusionError),
+    #[error(transparent)]
+    Arrow(#[from] datafusion::arrow::error::ArrowError),
+    #[error(transparent)]
+    Plan(#[from] eddy_planner::PlanError),
+    /// A user object that does not exist (42P01).
+    #[error("{0}")]
+    UndefinedObject(String),
+    /// A name already taken (42P07).
+    #[error("{0}")]
+    DuplicateObject(String),
+    /// An object others depend on (2BP01).
+    #[error("{0}")]
+    DependentObjects(String),
+    /// A row that breaks a constraint (23xxx).
+    #[error("{0}")]
+    Constraint(String),
+    /// A statement that is not allowed on this object (0A000 / 42809).
+    #[error("{0}")]
+    NotSupported(String),
+    /// The engine has stopped (shutting down).
+    #[error("the streaming engine has stopped")]
+    Stopped,
+}
+
+pub type Result<T, E = ExecError> = std::result::Result<T, E>;

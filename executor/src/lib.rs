@@ -1,0 +1,27 @@
+//! Eddy's streaming executor.
+//!
+//! Modules in data-flow order:
+//!
+//! - [`chunk`]: `StreamChunk` (a changelog batch), `Message`, `Barrier`, `Watermark`.
+//! - [`table`]: a table as a source: DML → changelog chunks, watermarks and late rows.
+//! - [`operator`]: the small `Operator` trait every incremental operator implements.
+//! - [`operators`]: filter, project, window assignment, materialize — one per file.
+//! - [`aggregate`]: keyed incremental aggregation over DataFusion accumulators.
+//! - [`pipeline`]: one view's operators, driven message by message.
+//! - [`engine`]: the epoch loop: applies DML, runs barriers, commits each epoch atomically.
+
+pub mod aggregate;
+pub mod chunk;
+pub mod engine;
+pub mod error;
+pub mod operator;
+pub mod operators;
+pub mod pipeline;
+pub mod stats;
+pub mod table;
+
+pub use chunk::{Barrier, Message, Op, StreamChunk, Watermark};
+pub use engine::{EngineHandle, TableDef, TableKey};
+pub use error::{ExecError, Result};
+pub use operator::Operator;
+pub use stats::{EngineStats, TableStats, ViewStats};

@@ -1,0 +1,56 @@
+//! Assigns each row to its TUMBLE or HOP windows, adding `window_start` and `window_end`.
+
+use datafusion::arrow::compute::take;
+use datafusion::arrow::datatypes::SchemaRef;
+use eddy_planner::window::apply_windows;
+use eddy_planner::WindowSpec;
+
+use crate::{Message, Operator, Result, StreamChunk};
+
+pub struct WindowOperator {
+    time_column: usize,
+    spec: WindowSpec,
+    /// HOP puts `window_start` into the stream key: one row is in several windows.
+    adds_key: bool,
+    schema: SchemaRef,
+}
+
+impl WindowOperator {
+    pub fn new(time_column: usize, spec: WindowSpec, adds_key: bool, schema: SchemaRef) -> Self {
+        Self {
+            time_column,
+            spec,
+            adds_key,
+            schema,
+        }
+    }
+}
+
+impl Operator for WindowOperator {
+    fn name(&self) -> &'static str {
+        "Window"
+    }
+
+    fn process_chunk(&mut self, chunk: StreamChunk, out: &mut Vec<Message>) -> Result<()> {
+        let (columns, indices) =
+            apply_windows(chunk.visible_columns(), self.time_column, &self.spec)?;
+        let mut key = chunk
+            .key_columns()
+            .iter()
+            .map(|k| take(k.as_ref(), &indices, None))
+            .collect::<Result<Vec<_>, _>>()?;
+        if self.adds_key {
+            key.push(columns[columns.len() - 2].clone());
+        }
+        let ops = indices
+            .values()
+            .iter()
+            .map(|&i| chunk.ops[i as usize])
+            .collect();
+        let windowed = StreamChunk::new(ops, &self.schema, columns, key)?;
+        if !windowed.is_empty() {
+            out.push(Message::Chunk(windowed));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,131 @@
+//! One view's operators, from its table to its materialized rows, driven message by message.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{Field, SchemaRef};
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::PhysicalExpr;
+use eddy_planner::{StreamNode, StreamPlan};
+use eddy_storage::{EpochBatch, Store, TableId};
+
+use crate::aggregate::AggregateOperator;
+use crate::operators::{FilterOperator, MaterializeOperator, ProjectOperator, WindowOperator};
+use crate::{Message, Operator, Result};
+
+pub struct Pipeline {
+    operators: Vec<Box<dyn Operator>>,
+}
+
+impl Pipeline {
+    /// Builds the operators of `plan`, loading their state from the store. `table_ids[0]` is
+    /// the view's result table; stateful operators take the following ids in order.
+    pub fn build(
+        plan: &StreamPlan,
+        source_schema: &SchemaRef,
+        source_key: Vec<Field>,
+        table_ids: &[TableId],
+        store: &dyn Store,
+    ) -> Result<Self> {
+        let mut operators: Vec<Box<dyn Operator>> = Vec::new();
+        let mut key_fields = source_key;
+        if let Some(projection) = &plan.source_projection {
+            let exprs = projection
+                .iter()
+                .map(|&i| {
+                    Arc::new(Column::new(source_schema.field(i).name(), i)) as Arc<dyn PhysicalExpr>
+                })
+                .collect();
+            let schema = Arc::new(source_schema.project(projection)?);
+            operators.push(Box::new(ProjectOperator::new(exprs, schema)));
+        }
+        let mut state_ids = table_ids.iter().skip(1);
+        for node in &plan.nodes {
+            match node {
+                StreamNode::Filter { predicate } => {
+                    operators.push(Box::new(FilterOperator::new(predicate.clone())))
+                }
+                StreamNode::Project { exprs, schema } => operators.push(Box::new(
+                    ProjectOperator::new(exprs.clone(), schema.clone()),
+                )),
+                StreamNode::Window {
+                    time_column,
+                    spec,
+                    adds_key,
+                    schema,
+                } => {
+                    if *adds_key {
+                        let start = schema.field(schema.fields().len() - 2);
+                        key_fields.push(start.clone().with_nullable(true));
+                    }
+                    operators.push(Box::new(WindowOperator::new(
+                        *time_column,
+                        *spec,
+                        *adds_key,
+                        schema.clone(),
+                    )))
+                }
+                StreamNode::Aggregate(aggregate) => {
+                    let state_table = *state_ids.next().ok_or_else(|| {
+                        crate::ExecError::DataFusion(datafusion::error::DataFusionError::Internal(
+                            "no state table id for an aggregate".into(),
+                        ))
+                    })?;
+                    key_fields = aggregate.schema.fields()[..aggregate.group_exprs.len()]
+                        .iter()
+                        .map(|f| f.as_ref().clone().with_nullable(true))
+                        .collect();
+                    operators.push(Box::new(AggregateOperator::new(
+                        (**aggregate).clone(),
+                        state_table,
+                        store,
+                    )?))
+                }
+            }
+        }
+        operators.push(Box::new(MaterializeOperator::new(
+            table_ids[0],
+            plan.schema.clone(),
+            key_fields,
+        )?));
+        Ok(Self { operators })
+    }
+
+    /// How many table ids a plan needs: the result table and one per stateful operator.
+    pub fn table_ids_needed(plan: &StreamPlan) -> usize {
+        1 + plan
+            .nodes
+            .iter()
+            .filter(|n| matches!(n, StreamNode::Aggregate(_)))
+            .count()
+    }
+
+    /// Pushes one message through every operator; barriers write into `epoch`.
+    pub fn push(&mut self, message: Message, epoch: &mut EpochBatch) -> Result<()> {
+        let mut current = vec![message];
+        for operator in &mut self.operators {
+            let mut next = Vec::with_capacity(current.len());
+            for message in current {
+                match message {
+                    Message::Chunk(chunk) => operator.process_chunk(chunk, &mut next)?,
+                    Message::Watermark(watermark) => {
+                        operator.process_watermark(watermark, &mut next)?
+                    }
+                    Message::Barrier(barrier) => {
+                        operator.process_barrier(barrier, epoch, &mut next)?;
+                        next.push(Message::Barrier(barrier));
+                    }
+                }
+            }
+            current = next;
+        }
+        Ok(())
+    }
+
+    pub fn state_rows(&self) -> usize {
+        self.operators.iter().map(|o| o.state_rows()).sum()
+    }
+
+    pub fn open_windows(&self) -> usize {
+        self.operators.iter().map(|o| o.open_windows()).sum()
+    }
+}

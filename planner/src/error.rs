@@ -1,0 +1,33 @@
+//! The planner's error type. The server maps each variant to a SQLSTATE.
+
+use datafusion::error::DataFusionError;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum PlanError {
+    /// The text is not valid SQL (42601).
+    #[error("syntax error: {0}")]
+    Syntax(String),
+    /// Valid SQL that Eddy does not support (0A000).
+    #[error("not supported: {0}")]
+    NotSupported(String),
+    /// A statement that is well-formed but wrong for these objects (42P17 / 22023 family).
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    DataFusion(#[from] DataFusionError),
+}
+
+pub type Result<T, E = PlanError> = std::result::Result<T, E>;
+
+impl From<datafusion::sql::sqlparser::parser::ParserError> for PlanError {
+    fn from(e: datafusion::sql::sqlparser::parser::ParserError) -> Self {
+        PlanError::Syntax(e.to_string())
+    }
+}
+
+impl From<datafusion::sql::sqlparser::tokenizer::TokenizerError> for PlanError {
+    fn from(e: datafusion::sql::sqlparser::tokenizer::TokenizerError) -> Self {
+        PlanError::Syntax(e.to_string())
+    }
+}

@@ -1,0 +1,23 @@
+//! Eddy's planner: from SQL text to catalog changes, batch queries and streaming plans.
+//!
+//! Modules in data-flow order:
+//!
+//! - [`statement`]: splits SQL text into statements and parses Eddy's extensions
+//!   (`WATERMARK FOR`, `APPEND ONLY`, `EMIT ON WINDOW CLOSE`, `FLUSH`, `RECOVER`, `SHOW ...`)
+//!   around sqlparser.
+//! - [`window`]: `TUMBLE` / `HOP` as DataFusion table functions, and the window-assignment
+//!   kernel shared by batch queries and the streaming window operator.
+//! - [`stream_plan`]: rewrites a DataFusion `LogicalPlan` into a linear [`StreamPlan`] of
+//!   incremental operators.
+
+pub mod error;
+pub mod statement;
+pub mod stream_plan;
+pub mod window;
+
+pub use error::{PlanError, Result};
+pub use statement::{parse_statements, EddyStatement, WatermarkDef};
+pub use stream_plan::{
+    AggregatePlan, SourceInfo, StreamCatalog, StreamNode, StreamPlan, WindowBound,
+};
+pub use window::{WindowKind, WindowSpec, WindowTableFunction, WindowTableProvider};

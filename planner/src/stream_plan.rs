@@ -1,0 +1,412 @@
+//! From a DataFusion `LogicalPlan` to a [`StreamPlan`]: the incremental operators that keep a
+//! materialized view up to date.
+//!
+//! Every batch flowing through a stream plan carries the node's visible columns followed by
+//! `key_len` key columns (the stream key: a table's primary key or hidden row id, a HOP
+//! window's start, an aggregate's group key). The key is what the materialize operator upserts
+//! by, so it is carried through projections even when the query does not select it.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::{DFSchema, TableReference};
+use datafusion::datasource::source_as_provider;
+use datafusion::execution::context::ExecutionProps;
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
+// The builder that replaces it is not public yet in 55.x.
+#[allow(deprecated)]
+use datafusion::physical_planner::create_aggregate_expr_and_maybe_filter;
+
+use crate::window::{WindowKind, WindowSpec, WindowTableProvider};
+use crate::{PlanError, Result};
+
+/// What the stream planner needs to know about a table a view reads.
+#[derive(Debug, Clone)]
+pub struct SourceInfo {
+    pub name: String,
+    /// Key columns appended after the visible ones by the table's source.
+    pub key_len: usize,
+    pub append_only: bool,
+    /// The column the table's watermark is declared on.
+    pub watermark_column: Option<usize>,
+}
+
+/// Resolves table names for the stream planner.
+pub trait StreamCatalog {
+    fn source(&self, table: &TableReference) -> Option<SourceInfo>;
+}
+
+/// One incremental operator.
+#[derive(Debug, Clone)]
+pub enum StreamNode {
+    Filter {
+        predicate: Arc<dyn PhysicalExpr>,
+    },
+    Project {
+        exprs: Vec<Arc<dyn PhysicalExpr>>,
+        schema: SchemaRef,
+    },
+    Window {
+        time_column: usize,
+        spec: WindowSpec,
+        /// HOP adds the window start to the stream key (a row is in several windows).
+        adds_key: bool,
+        schema: SchemaRef,
+    },
+    Aggregate(Box<AggregatePlan>),
+}
+
+/// Where an aggregate finds the end of each group's window, if its groups are windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowBound {
+    /// Group column `index` is `window_end`.
+    End { group_index: usize },
+    /// Group column `index` is `window_start`; the end is `size` micros later.
+    Start { group_index: usize, size: i64 },
+}
+
+#[derive(Debug, Clone)]
+pub struct AggregatePlan {
+    pub group_exprs: Vec<Arc<dyn PhysicalExpr>>,
+    pub aggregates: Vec<Arc<AggregateFunctionExpr>>,
+    /// Whether the input only ever inserts (then non-retractable accumulators are fine).
+    pub input_append_only: bool,
+    /// Set when the groups are windows whose end the watermark can pass.
+    pub window: Option<WindowBound>,
+    /// Whether the watermark reaching a window's end closes it (state is then evicted).
+    pub watermarked: bool,
+    pub emit_on_window_close: bool,
+    pub schema: SchemaRef,
+}
+
+/// A linear pipeline from one table to a view.
+#[derive(Debug, Clone)]
+pub struct StreamPlan {
+    pub source: SourceInfo,
+    /// The table columns the source emits (before the key columns), in order.
+    pub source_projection: Option<Vec<usize>>,
+    pub nodes: Vec<StreamNode>,
+    /// The view's visible columns.
+    pub schema: SchemaRef,
+    pub key_len: usize,
+    pub append_only: bool,
+    pub emit_on_window_close: bool,
+}
+
+impl StreamPlan {
+    /// Whether some operator keeps state that grows with the number of distinct keys forever.
+    pub fn has_unbounded_state(&self) -> bool {
+        self.nodes.iter().any(|n| match n {
+            StreamNode::Aggregate(agg) => !agg.group_exprs.is_empty() && !agg.watermarked,
+            _ => false,
+        })
+    }
+}
+
+impl fmt::Display for StreamPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "Materialize: key_len={}, append_only={}",
+            self.key_len, self.append_only
+        )?;
+        for node in self.nodes.iter().rev() {
+            match node {
+                StreamNode::Filter { predicate } => writeln!(f, "  Filter: {predicate}")?,
+                StreamNode::Project { exprs, .. } => {
+                    let list: Vec<String> = exprs.iter().map(|e| e.to_string()).collect();
+                    writeln!(f, "  Project: {}", list.join(", "))?
+                }
+                StreamNode::Window {
+                    time_column, spec, ..
+                } => writeln!(f, "  Window: {spec} on column #{time_column}")?,
+                StreamNode::Aggregate(agg) => {
+                    let groups: Vec<String> =
+                        agg.group_exprs.iter().map(|e| e.to_string()).collect();
+                    let aggs: Vec<String> = agg
+                        .aggregates
+                        .iter()
+                        .map(|a| a.name().to_string())
+                        .collect();
+                    writeln!(
+                        f,
+                        "  Aggregate: groups=[{}], aggregates=[{}], window={:?}, emit_on_window_close={}",
+                        groups.join(", "),
+                        aggs.join(", "),
+                        agg.window,
+                        agg.emit_on_window_close
+                    )?
+                }
+            }
+        }
+        writeln!(
+            f,
+            "  Source: {} (key_len={})",
+            self.source.name, self.source.key_len
+        )
+    }
+}
+
+/// What is known about a subtree while it is being planned.
+struct Planned {
+    source: SourceInfo,
+    source_projection: Option<Vec<usize>>,
+    nodes: Vec<StreamNode>,
+    key_len: usize,
+    append_only: bool,
+    /// The time column a window was assigned on (in the source table), if any.
+    window: Option<(WindowSpec, bool)>,
+}
+
+/// Plans a materialized view's (optimized) query as a stream plan.
+pub fn plan_stream(
+    plan: &LogicalPlan,
+    catalog: &dyn StreamCatalog,
+    emit_on_window_close: bool,
+) -> Result<StreamPlan> {
+    let props = ExecutionProps::new();
+    let planned = plan_node(plan, catalog, &props, emit_on_window_close)?;
+    if emit_on_window_close
+        && !planned
+            .nodes
+            .iter()
+            .any(|n| matches!(n, StreamNode::Aggregate(a) if a.window.is_some()))
+    {
+        return Err(PlanError::Invalid(
+            "EMIT ON WINDOW CLOSE needs a GROUP BY on window_start or window_end of a TUMBLE or HOP window".into(),
+        ));
+    }
+    Ok(StreamPlan {
+        source: planned.source,
+        source_projection: planned.source_projection,
+        nodes: planned.nodes,
+        schema: Arc::new(plan.schema().as_arrow().clone()),
+        key_len: planned.key_len,
+        append_only: planned.append_only,
+        emit_on_window_close,
+    })
+}
+
+fn physical(
+    expr: &Expr,
+    schema: &DFSchema,
+    props: &ExecutionProps,
+) -> Result<Arc<dyn PhysicalExpr>> {
+    Ok(create_physical_expr(
+        expr,
+        schema,
+        props,
+        &PhysicalPlanningContext::default(),
+    )?)
+}
+
+fn plan_node(
+    plan: &LogicalPlan,
+    catalog: &dyn StreamCatalog,
+    props: &ExecutionProps,
+    emit_on_window_close: bool,
+) -> Result<Planned> {
+    match plan {
+        LogicalPlan::TableScan(scan) => {
+            if !scan.filters.is_empty() || scan.fetch.is_some() {
+                return Err(PlanError::NotSupported(
+                    "pushed-down filters or limits in a materialized view".into(),
+                ));
+            }
+            let provider = source_as_provider(&scan.source)?;
+            let any: &dyn std::any::Any = provider.as_ref();
+            if let Some(window) = any.downcast_ref::<WindowTableProvider>() {
+                let reference = TableReference::bare(window.table_name.clone());
+                let source = catalog.source(&reference).ok_or_else(|| {
+                    PlanError::NotSupported(format!(
+                        "a window over \"{}\": only tables can feed a materialized view",
+                        window.table_name
+                    ))
+                })?;
+                let adds_key = matches!(window.spec.kind, WindowKind::Hop { .. });
+                let full = datafusion::catalog::TableProvider::schema(window);
+                let watermarked = source.watermark_column == Some(window.time_column);
+                let mut nodes = vec![StreamNode::Window {
+                    time_column: window.time_column,
+                    spec: window.spec,
+                    adds_key,
+                    schema: full.clone(),
+                }];
+                let key_len = source.key_len + usize::from(adds_key);
+                if let Some(projection) = &scan.projection {
+                    let df_full = DFSchema::try_from(full.as_ref().clone())?;
+                    let exprs = projection
+                        .iter()
+                        .map(|&i| {
+                            let column = Expr::Column(df_full.columns()[i].clone());
+                            physical(&column, &df_full, props)
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    nodes.push(StreamNode::Project {
+                        exprs,
+                        schema: Arc::new(scan.projected_schema.as_arrow().clone()),
+                    });
+                }
+                return Ok(Planned {
+                    append_only: source.append_only,
+                    source,
+                    source_projection: None,
+                    nodes,
+                    key_len,
+                    window: Some((window.spec, watermarked)),
+                });
+            }
+            let source = catalog.source(&scan.table_name).ok_or_else(|| {
+                PlanError::NotSupported(format!(
+                    "\"{}\" cannot feed a materialized view (only tables can, so far)",
+                    scan.table_name
+                ))
+            })?;
+            Ok(Planned {
+                append_only: source.append_only,
+                key_len: source.key_len,
+                source,
+                source_projection: scan.projection.clone(),
+                nodes: vec![],
+                window: None,
+            })
+        }
+        LogicalPlan::SubqueryAlias(alias) => {
+            plan_node(&alias.input, catalog, props, emit_on_window_close)
+        }
+        LogicalPlan::Filter(filter) => {
+            let mut planned = plan_node(&filter.input, catalog, props, emit_on_window_close)?;
+            let predicate = physical(&filter.predicate, filter.input.schema(), props)?;
+            planned.nodes.push(StreamNode::Filter { predicate });
+            Ok(planned)
+        }
+        LogicalPlan::Projection(projection) => {
+            let mut planned = plan_node(&projection.input, catalog, props, emit_on_window_close)?;
+            let exprs = projection
+                .expr
+                .iter()
+                .map(|e| physical(e, projection.input.schema(), props))
+                .collect::<Result<Vec<_>>>()?;
+            planned.nodes.push(StreamNode::Project {
+                exprs,
+                schema: Arc::new(projection.schema.as_arrow().clone()),
+            });
+            Ok(planned)
+        }
+        LogicalPlan::Aggregate(aggregate) => {
+            let mut planned = plan_node(&aggregate.input, catalog, props, emit_on_window_close)?;
+            if aggregate
+                .group_expr
+                .iter()
+                .any(|e| matches!(e, Expr::GroupingSet(_)))
+            {
+                return Err(PlanError::NotSupported(
+                    "GROUPING SETS, CUBE and ROLLUP in a materialized view".into(),
+                ));
+            }
+            let input_schema = aggregate.input.schema();
+            let physical_input = input_schema.as_arrow();
+            let group_exprs = aggregate
+                .group_expr
+                .iter()
+                .map(|e| physical(e, input_schema, props))
+                .collect::<Result<Vec<_>>>()?;
+            let mut aggregates = Vec::with_capacity(aggregate.aggr_expr.len());
+            for expr in &aggregate.aggr_expr {
+                #[allow(deprecated)]
+                let (agg, filter, ordering) = create_aggregate_expr_and_maybe_filter(
+                    expr,
+                    input_schema,
+                    physical_input,
+                    props,
+                )?;
+                if filter.is_some() {
+                    return Err(PlanError::NotSupported(format!(
+                        "FILTER (WHERE ...) in a materialized view aggregate ({})",
+                        agg.name()
+                    )));
+                }
+                if !ordering.is_empty() {
+                    return Err(PlanError::NotSupported(format!(
+                        "ORDER BY inside an aggregate in a materialized view ({})",
+                        agg.name()
+                    )));
+                }
+                aggregates.push(agg);
+            }
+            let window = planned.window.and_then(|(spec, _)| {
+                aggregate
+                    .group_expr
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, e)| match e {
+                        Expr::Column(c) if c.name == "window_end" => {
+                            Some(WindowBound::End { group_index: i })
+                        }
+                        Expr::Column(c) if c.name == "window_start" => Some(WindowBound::Start {
+                            group_index: i,
+                            size: spec.size(),
+                        }),
+                        _ => None,
+                    })
+            });
+            let watermarked = window.is_some() && planned.window.is_some_and(|(_, w)| w);
+            if emit_on_window_close && window.is_some() && !watermarked {
+                return Err(PlanError::Invalid(format!(
+                    "EMIT ON WINDOW CLOSE needs a watermark on the window's time column: declare `WATERMARK FOR col AS col - INTERVAL '...'` on \"{}\"",
+                    planned.source.name
+                )));
+            }
+            if emit_on_window_close
+                && planned
+                    .nodes
+                    .iter()
+                    .any(|n| matches!(n, StreamNode::Aggregate(_)))
+            {
+                return Err(PlanError::NotSupported(
+                    "EMIT ON WINDOW CLOSE over nested aggregates".into(),
+                ));
+            }
+            planned
+                .nodes
+                .push(StreamNode::Aggregate(Box::new(AggregatePlan {
+                    group_exprs,
+                    aggregates,
+                    input_append_only: planned.append_only,
+                    window,
+                    watermarked,
+                    emit_on_window_close: emit_on_window_close && window.is_some(),
+                    schema: Arc::new(aggregate.schema.as_arrow().clone()),
+                })));
+            planned.key_len = aggregate.group_expr.len();
+            planned.append_only = emit_on_window_close && window.is_some();
+            planned.window = None;
+            Ok(planned)
+        }
+        other => Err(PlanError::NotSupported(format!(
+            "{} in a materialized view",
+            node_kind(other)
+        ))),
+    }
+}
+
+fn node_kind(plan: &LogicalPlan) -> String {
+    match plan {
+        LogicalPlan::Join(_) => "JOIN".into(),
+        LogicalPlan::Sort(_) => "ORDER BY".into(),
+        LogicalPlan::Limit(_) => "LIMIT".into(),
+        LogicalPlan::Union(_) => "UNION".into(),
+        LogicalPlan::Window(_) => "window functions (OVER)".into(),
+        LogicalPlan::Values(_) | LogicalPlan::EmptyRelation(_) => "a query without a table".into(),
+        other => format!("the {} operator", other.display()),
+    }
+}
+
+/// The data type of a window column (the time column's type).
+pub fn window_type(schema: &SchemaRef, time_column: usize) -> DataType {
+    schema.field(time_column).data_type().clone()
+}

@@ -1,0 +1,715 @@
+//! Statement dispatch: catalog changes go to the engine, queries to DataFusion.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+
+use datafusion::arrow::array::{RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::TableProvider;
+use datafusion::common::{DFSchema, ParamValues, TableReference};
+use datafusion::datasource::TableType;
+use datafusion::execution::context::{SessionConfig, SessionContext};
+use datafusion::logical_expr::{DdlStatement, DmlStatement, LogicalPlan, WriteOp};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::{ObjectType, Query, Statement};
+use eddy_executor::engine::Restore;
+use eddy_executor::{EngineHandle, TableDef, TableKey};
+use eddy_planner::statement::{parse_statements, ParsedStatement};
+use eddy_planner::stream_plan::plan_stream;
+use eddy_planner::window::{interval_micros, TableLookup};
+use eddy_planner::{
+    EddyStatement, SourceInfo, StreamCatalog, StreamPlan, WatermarkDef, WindowTableFunction,
+};
+use eddy_storage::{CatalogEntry, ObjectKind, Store, TableId};
+
+use crate::error::{Result, ServerError};
+use crate::provider::StoredTable;
+use crate::system_tables::SystemSchema;
+
+/// The result of one statement.
+pub enum Outcome {
+    Rows {
+        schema: SchemaRef,
+        batches: Vec<RecordBatch>,
+    },
+    Command {
+        tag: String,
+        rows: Option<usize>,
+    },
+}
+
+impl Outcome {
+    fn command(tag: &str) -> Self {
+        Outcome::Command {
+            tag: tag.to_string(),
+            rows: None,
+        }
+    }
+}
+
+#[derive(Clone)]
+enum Object {
+    Table(TableDef),
+    View,
+}
+
+pub struct Database {
+    ctx: SessionContext,
+    engine: EngineHandle,
+    store: Arc<dyn Store>,
+    objects: RwLock<BTreeMap<String, Object>>,
+    /// Tables by name for the window table functions.
+    window_tables: TableLookup,
+}
+
+pub const DATABASE: &str = "dev";
+pub const SCHEMA: &str = "public";
+
+impl Database {
+    /// Builds the SQL context and brings back every object in the catalog.
+    pub async fn open(store: Arc<dyn Store>, engine: EngineHandle) -> Result<Arc<Self>> {
+        let config = SessionConfig::new()
+            .with_default_catalog_and_schema(DATABASE, SCHEMA)
+            .with_information_schema(true)
+            .set_bool("datafusion.sql_parser.map_string_types_to_utf8view", false);
+        let ctx = SessionContext::new_with_config(config);
+        let window_tables: TableLookup = Arc::new(RwLock::new(HashMap::new()));
+        for name in ["tumble", "TUMBLE", "Tumble"] {
+            ctx.register_udtf(
+                name,
+                Arc::new(WindowTableFunction::tumble(window_tables.clone())),
+            );
+        }
+        for name in ["hop", "HOP", "Hop"] {
+            ctx.register_udtf(
+                name,
+                Arc::new(WindowTableFunction::hop(window_tables.clone())),
+            );
+        }
+        let catalog = ctx
+            .catalog(DATABASE)
+            .ok_or_else(|| ServerError::internal("default catalog missing"))?;
+        catalog
+            .register_schema(
+                "eddy_catalog",
+                Arc::new(SystemSchema::new(engine.clone(), store.clone())),
+            )
+            .map_err(ServerError::from)?;
+        let db = Arc::new(Self {
+            ctx,
+            engine,
+            store,
+            objects: RwLock::new(BTreeMap::new()),
+            window_tables,
+        });
+        db.restore_catalog().await?;
+        Ok(db)
+    }
+
+    async fn restore_catalog(&self) -> Result<()> {
+        for entry in CatalogEntry::load_all(self.store.as_ref())? {
+            let parsed = parse_statements(&entry.sql)?;
+            let Some(statement) = parsed.into_iter().next() else {
+                return Err(ServerError::internal(format!(
+                    "empty catalog entry for {}",
+                    entry.name
+                )));
+            };
+            match statement.statement {
+                EddyStatement::CreateTable {
+                    statement,
+                    watermark,
+                    append_only,
+                    name,
+                    ..
+                } => {
+                    let def = self
+                        .table_def(name, *statement, watermark, append_only)
+                        .await?;
+                    let id = entry.table_ids[0];
+                    self.engine
+                        .restore(entry, Restore::Table(def.clone()))
+                        .await?;
+                    self.register_table(def, id)?;
+                }
+                EddyStatement::CreateMaterializedView {
+                    name,
+                    query,
+                    emit_on_window_close,
+                    ..
+                } => {
+                    let plan = self.plan_view(&query, emit_on_window_close).await?;
+                    let id = entry.table_ids[0];
+                    let schema = plan.schema.clone();
+                    self.engine.restore(entry, Restore::View(plan)).await?;
+                    self.register_view(&name, schema, id)?;
+                }
+                _ => {
+                    return Err(ServerError::internal(format!(
+                        "unexpected catalog entry: {}",
+                        entry.sql
+                    )))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn engine(&self) -> &EngineHandle {
+        &self.engine
+    }
+
+    /// Runs every statement of a simple query, stopping at the first error.
+    pub async fn execute_sql(&self, sql: &str) -> Result<Vec<Outcome>> {
+        let mut outcomes = Vec::new();
+        for statement in parse_statements(sql)? {
+            outcomes.push(self.execute(&statement, None).await?);
+        }
+        Ok(outcomes)
+    }
+
+    pub async fn execute(
+        &self,
+        parsed: &ParsedStatement,
+        params: Option<ParamValues>,
+    ) -> Result<Outcome> {
+        match &parsed.statement {
+            EddyStatement::CreateTable {
+                statement,
+                watermark,
+                append_only,
+                name,
+                if_not_exists,
+            } => {
+                if self.exists(name) {
+                    if *if_not_exists {
+                        return Ok(Outcome::command("CREATE TABLE"));
+                    }
+                    return Err(ServerError::new(
+                        "42P07",
+                        format!("relation \"{name}\" already exists"),
+                    ));
+                }
+                let def = self
+                    .table_def(
+                        name.clone(),
+                        (**statement).clone(),
+                        watermark.clone(),
+                        *append_only,
+                    )
+                    .await?;
+                let id = self
+                    .engine
+                    .create_table(def.clone(), parsed.sql.clone())
+                    .await?;
+                self.register_table(def, id)?;
+                Ok(Outcome::command("CREATE TABLE"))
+            }
+            EddyStatement::CreateMaterializedView {
+                name,
+                if_not_exists,
+                query,
+                emit_on_window_close,
+            } => {
+                if self.exists(name) {
+                    if *if_not_exists {
+                        return Ok(Outcome::command("CREATE MATERIALIZED VIEW"));
+                    }
+                    return Err(ServerError::new(
+                        "42P07",
+                        format!("relation \"{name}\" already exists"),
+                    ));
+                }
+                let plan = self.plan_view(query, *emit_on_window_close).await?;
+                let schema = plan.schema.clone();
+                let id = self
+                    .engine
+                    .create_view(name.clone(), parsed.sql.clone(), plan)
+                    .await?;
+                self.register_view(name, schema, id)?;
+                Ok(Outcome::command("CREATE MATERIALIZED VIEW"))
+            }
+            EddyStatement::Drop {
+                object_type,
+                names,
+                if_exists,
+            } => self.drop(*object_type, names, *if_exists).await,
+            EddyStatement::Flush => {
+                self.engine.flush().await?;
+                Ok(Outcome::command("FLUSH"))
+            }
+            EddyStatement::Recover => {
+                self.engine.recover().await?;
+                Ok(Outcome::command("RECOVER"))
+            }
+            EddyStatement::ShowTables => Ok(self.show(|o| matches!(o, Object::Table(_)))),
+            EddyStatement::ShowMaterializedViews => Ok(self.show(|o| matches!(o, Object::View))),
+            EddyStatement::Sql(statement) => self.execute_sql_statement(statement, params).await,
+        }
+    }
+
+    fn exists(&self, name: &str) -> bool {
+        self.objects
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(name)
+    }
+
+    fn show(&self, keep: impl Fn(&Object) -> bool) -> Outcome {
+        let names: Vec<String> = self
+            .objects
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(_, o)| keep(o))
+            .map(|(n, _)| n.clone())
+            .collect();
+        let schema = Arc::new(Schema::new(vec![Field::new("Name", DataType::Utf8, false)]));
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(names))]);
+        match batch {
+            Ok(batch) => Outcome::Rows {
+                schema,
+                batches: vec![batch],
+            },
+            Err(e) => Outcome::Rows {
+                schema: Arc::new(Schema::empty()),
+                batches: {
+                    tracing::error!(%e);
+                    vec![]
+                },
+            },
+        }
+    }
+
+    /// Plans a `CREATE TABLE` (with Eddy's clauses already cut out) into a table definition.
+    async fn table_def(
+        &self,
+        name: String,
+        statement: Statement,
+        watermark: Option<WatermarkDef>,
+        append_only: bool,
+    ) -> Result<TableDef> {
+        if let Statement::CreateTable(create) = &statement {
+            if create.query.is_some() {
+                return Err(ServerError::not_supported(
+                    "CREATE TABLE ... AS SELECT: use CREATE MATERIALIZED VIEW",
+                ));
+            }
+            if create.columns.is_empty() {
+                return Err(ServerError::new(
+                    "42601",
+                    "a table needs at least one column",
+                ));
+            }
+        }
+        let state = self.ctx.state();
+        let plan = state
+            .statement_to_plan(DfStatement::Statement(Box::new(statement)))
+            .await?;
+        let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(create)) = plan else {
+            return Err(ServerError::not_supported("this form of CREATE TABLE"));
+        };
+        let fields: Vec<Field> = create
+            .input
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let schema = Arc::new(Schema::new(fields));
+        let mut key = TableKey::RowId;
+        for constraint in create.constraints.iter() {
+            if let datafusion::common::Constraint::PrimaryKey(columns) = constraint {
+                key = TableKey::PrimaryKey(columns.clone());
+            }
+        }
+        // A primary key is never NULL.
+        let schema = match &key {
+            TableKey::PrimaryKey(columns) => Arc::new(Schema::new(
+                schema
+                    .fields()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| {
+                        f.as_ref()
+                            .clone()
+                            .with_nullable(f.is_nullable() && !columns.contains(&i))
+                    })
+                    .collect::<Vec<_>>(),
+            )),
+            TableKey::RowId => schema,
+        };
+        let watermark = match watermark {
+            None => None,
+            Some(def) => {
+                let column = schema.index_of(&def.column).map_err(|_| {
+                    ServerError::new(
+                        "42703",
+                        format!("watermark column \"{}\" does not exist", def.column),
+                    )
+                })?;
+                if !matches!(schema.field(column).data_type(), DataType::Timestamp(_, _)) {
+                    return Err(ServerError::new(
+                        "42804",
+                        format!(
+                            "watermark column \"{}\" must be a TIMESTAMP, not {}",
+                            def.column,
+                            schema.field(column).data_type()
+                        ),
+                    ));
+                }
+                let delay = match &def.delay_sql {
+                    None => 0,
+                    Some(sql) => {
+                        let expr = state.create_logical_expr(sql, &DFSchema::empty())?;
+                        let value = match datafusion::optimizer::simplify_expressions::ExprSimplifier::new(
+                            datafusion::optimizer::simplify_expressions::SimplifyContext::default(),
+                        )
+                        .simplify(expr)?
+                        {
+                            datafusion::logical_expr::Expr::Literal(value, _) => interval_micros(&value),
+                            _ => None,
+                        };
+                        value.filter(|v| *v >= 0).ok_or_else(|| {
+                            ServerError::new("22023", format!("the watermark delay must be a fixed INTERVAL (no months), got {sql}"))
+                        })?
+                    }
+                };
+                Some((column, delay))
+            }
+        };
+        Ok(TableDef {
+            name,
+            schema,
+            key,
+            append_only,
+            watermark,
+        })
+    }
+
+    async fn plan_view(&self, query: &Query, emit_on_window_close: bool) -> Result<StreamPlan> {
+        let state = self.ctx.state();
+        let plan = state
+            .statement_to_plan(DfStatement::Statement(Box::new(Statement::Query(
+                Box::new(query.clone()),
+            ))))
+            .await?;
+        let optimized = state.optimize(&plan)?;
+        let mut seen = std::collections::HashSet::new();
+        for field in optimized.schema().fields() {
+            if !seen.insert(field.name().clone()) {
+                return Err(ServerError::new(
+                    "42701",
+                    format!(
+                        "column \"{}\" appears twice in the view: give one an alias",
+                        field.name()
+                    ),
+                ));
+            }
+        }
+        Ok(plan_stream(&optimized, self, emit_on_window_close)?)
+    }
+
+    fn register_table(&self, def: TableDef, id: TableId) -> Result<()> {
+        let provider: Arc<dyn TableProvider> = Arc::new(StoredTable::new(
+            self.store.clone(),
+            id,
+            def.schema.clone(),
+            TableType::Base,
+        )?);
+        self.ctx
+            .register_table(def.name.as_str(), provider.clone())?;
+        self.window_tables
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(def.name.clone(), provider);
+        self.objects
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(def.name.clone(), Object::Table(def));
+        Ok(())
+    }
+
+    fn register_view(&self, name: &str, schema: SchemaRef, id: TableId) -> Result<()> {
+        let provider = Arc::new(StoredTable::new(
+            self.store.clone(),
+            id,
+            schema.clone(),
+            TableType::View,
+        )?);
+        self.ctx.register_table(name, provider)?;
+        self.objects
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), Object::View);
+        Ok(())
+    }
+
+    fn deregister(&self, name: &str) -> Result<()> {
+        self.ctx.deregister_table(name)?;
+        self.window_tables
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+        self.objects
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+        Ok(())
+    }
+
+    async fn drop(
+        &self,
+        object_type: ObjectType,
+        names: &[String],
+        if_exists: bool,
+    ) -> Result<Outcome> {
+        let (kind, tag, what) = match object_type {
+            ObjectType::Table => (ObjectKind::Table, "DROP TABLE", "table"),
+            ObjectType::MaterializedView | ObjectType::View => (
+                ObjectKind::MaterializedView,
+                "DROP MATERIALIZED VIEW",
+                "materialized view",
+            ),
+            other => return Err(ServerError::not_supported(format!("DROP {other}"))),
+        };
+        for name in names {
+            let object = self
+                .objects
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(name)
+                .cloned();
+            match (object, kind) {
+                (None, _) if if_exists => continue,
+                (None, _) => {
+                    return Err(ServerError::new(
+                        "42P01",
+                        format!("{what} \"{name}\" does not exist"),
+                    ))
+                }
+                (Some(Object::View), ObjectKind::Table) => {
+                    return Err(ServerError::new(
+                        "42809",
+                        format!("\"{name}\" is a materialized view: use DROP MATERIALIZED VIEW"),
+                    ))
+                }
+                (Some(Object::Table(_)), ObjectKind::MaterializedView) => {
+                    return Err(ServerError::new(
+                        "42809",
+                        format!("\"{name}\" is a table: use DROP TABLE"),
+                    ))
+                }
+                _ => {}
+            }
+            self.engine.drop_object(kind, name.clone()).await?;
+            self.deregister(name)?;
+        }
+        Ok(Outcome::command(tag))
+    }
+
+    /// Plans a statement with DataFusion, binding parameters when given.
+    pub async fn plan_statement(
+        &self,
+        statement: &Statement,
+        params: Option<ParamValues>,
+    ) -> Result<LogicalPlan> {
+        let state = self.ctx.state();
+        let plan = state
+            .statement_to_plan(DfStatement::Statement(Box::new(statement.clone())))
+            .await?;
+        Ok(match params {
+            Some(params) => plan.with_param_values(params)?,
+            None => plan,
+        })
+    }
+
+    async fn execute_sql_statement(
+        &self,
+        statement: &Statement,
+        params: Option<ParamValues>,
+    ) -> Result<Outcome> {
+        match statement {
+            Statement::StartTransaction { .. } => return Ok(Outcome::command("BEGIN")),
+            Statement::Commit { .. } => return Ok(Outcome::command("COMMIT")),
+            Statement::Rollback { .. } => return Ok(Outcome::command("ROLLBACK")),
+            Statement::Set(_) => return Ok(Outcome::command("SET")),
+            Statement::CreateView(_) => {
+                return Err(ServerError::not_supported(
+                    "plain views: use CREATE MATERIALIZED VIEW",
+                ));
+            }
+            Statement::CreateTable(_)
+            | Statement::CreateSchema { .. }
+            | Statement::CreateDatabase { .. } => {
+                return Err(ServerError::not_supported(format!("{statement}")));
+            }
+            _ => {}
+        }
+        let plan = self.plan_statement(statement, params).await?;
+        match plan {
+            LogicalPlan::Dml(dml) => self.execute_dml(dml).await,
+            LogicalPlan::Ddl(_) => Err(ServerError::not_supported(format!("{statement}"))),
+            LogicalPlan::Statement(_) => Err(ServerError::not_supported(format!("{statement}"))),
+            plan => {
+                let frame = self.ctx.execute_logical_plan(plan).await?;
+                let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+                let batches = frame.collect().await?;
+                Ok(Outcome::Rows { schema, batches })
+            }
+        }
+    }
+
+    fn table_for_dml(&self, table: &TableReference) -> Result<TableDef> {
+        match self
+            .objects
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(table.table())
+        {
+            Some(Object::Table(def)) => Ok(def.clone()),
+            Some(Object::View) => Err(ServerError::new(
+                "42809",
+                format!(
+                    "cannot change materialized view \"{}\": change the tables it reads",
+                    table.table()
+                ),
+            )),
+            None => Err(ServerError::new(
+                "42P01",
+                format!("table \"{}\" does not exist", table.table()),
+            )),
+        }
+    }
+
+    async fn execute_dml(&self, dml: DmlStatement) -> Result<Outcome> {
+        let def = self.table_for_dml(&dml.table_name)?;
+        let name = def.name.clone();
+        match &dml.op {
+            WriteOp::Insert(_) => {
+                let frame = self.ctx.execute_logical_plan((*dml.input).clone()).await?;
+                let batches = frame.collect().await?;
+                // Same columns, in the table's order; only names and metadata can differ.
+                let batches = batches
+                    .into_iter()
+                    .filter(|b| b.num_rows() > 0)
+                    .map(|b| conform(b, &def.schema))
+                    .collect::<Result<Vec<_>>>()?;
+                let rows = self.engine.insert(name, batches).await?;
+                Ok(Outcome::Command {
+                    tag: "INSERT 0".into(),
+                    rows: Some(rows as usize),
+                })
+            }
+            WriteOp::Delete => {
+                let predicate = self.dml_predicate(&dml.input)?;
+                let rows = self.engine.delete(name, predicate).await?;
+                Ok(Outcome::Command {
+                    tag: "DELETE".into(),
+                    rows: Some(rows as usize),
+                })
+            }
+            WriteOp::Update => {
+                let LogicalPlan::Projection(projection) = dml.input.as_ref() else {
+                    return Err(ServerError::not_supported("this form of UPDATE"));
+                };
+                let assignments = projection
+                    .expr
+                    .iter()
+                    .map(|e| {
+                        self.ctx
+                            .create_physical_expr(e.clone(), projection.input.schema())
+                    })
+                    .collect::<datafusion::error::Result<Vec<_>>>()?;
+                let predicate = self.dml_predicate(&projection.input)?;
+                let rows = self.engine.update(name, predicate, assignments).await?;
+                Ok(Outcome::Command {
+                    tag: "UPDATE".into(),
+                    rows: Some(rows as usize),
+                })
+            }
+            other => Err(ServerError::not_supported(format!("{other}"))),
+        }
+    }
+
+    /// The WHERE of an UPDATE/DELETE over one table scan, as a physical predicate.
+    fn dml_predicate(&self, input: &LogicalPlan) -> Result<Option<Arc<dyn PhysicalExpr>>> {
+        match input {
+            LogicalPlan::TableScan(_) => Ok(None),
+            LogicalPlan::Filter(filter)
+                if matches!(filter.input.as_ref(), LogicalPlan::TableScan(_)) =>
+            {
+                if datafusion::common::tree_node::TreeNode::exists(&filter.predicate, |e| {
+                    Ok(matches!(
+                        e,
+                        datafusion::logical_expr::Expr::ScalarSubquery(_)
+                            | datafusion::logical_expr::Expr::InSubquery(_)
+                            | datafusion::logical_expr::Expr::Exists(_)
+                    ))
+                })? {
+                    return Err(ServerError::not_supported(
+                        "subqueries in the WHERE of UPDATE or DELETE",
+                    ));
+                }
+                Ok(Some(self.ctx.create_physical_expr(
+                    filter.predicate.clone(),
+                    filter.input.schema(),
+                )?))
+            }
+            _ => Err(ServerError::not_supported(
+                "this form of UPDATE or DELETE (one table, a plain WHERE)",
+            )),
+        }
+    }
+}
+
+/// Re-labels a batch with the table's schema (casting where DataFusion chose another type).
+fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+    if batch.num_columns() != schema.fields().len() {
+        return Err(ServerError::new(
+            "42601",
+            "INSERT has the wrong number of columns",
+        ));
+    }
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(c, f)| {
+            if c.data_type() == f.data_type() {
+                Ok(c.clone())
+            } else {
+                datafusion::arrow::compute::cast(c, f.data_type())
+            }
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| ServerError::new("22P02", e.to_string()))?;
+    RecordBatch::try_new(schema.clone(), columns).map_err(|e| {
+        let code = if e.to_string().contains("non-nullable") {
+            "23502"
+        } else {
+            "XX000"
+        };
+        ServerError::new(code, e.to_string())
+    })
+}
+
+impl StreamCatalog for Database {
+    fn source(&self, table: &TableReference) -> Option<SourceInfo> {
+        match self
+            .objects
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(table.table())
+        {
+            Some(Object::Table(def)) => Some(SourceInfo {
+                name: def.name.clone(),
+                key_len: def.key_fields().len(),
+                append_only: def.append_only,
+                watermark_column: def.watermark.map(|(column, _)| column),
+            }),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! Errors as the client sees them: a SQLSTATE and a message.
+
+use datafusion::arrow::error::ArrowError;
+use datafusion::common::SchemaError;
+use datafusion::error::DataFusionError;
+use eddy_executor::ExecError;
+use eddy_planner::PlanError;
+use pgwire::error::{ErrorInfo, PgWireError};
+
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ServerError {
+    pub code: &'static str,
+    pub message: String,
+}
+
+pub type Result<T, E = ServerError> = std::result::Result<T, E>;
+
+impl ServerError {
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn not_supported(message: impl Into<String>) -> Self {
+        Self::new("0A000", message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new("XX000", message)
+    }
+
+    pub fn into_error_info(self) -> ErrorInfo {
+        ErrorInfo::new("ERROR".to_owned(), self.code.to_owned(), self.message)
+    }
+
+    pub fn into_pgwire(self) -> PgWireError {
+        PgWireError::UserError(Box::new(self.into_error_info()))
+    }
+}
+
+impl From<PlanError> for ServerError {
+    fn from(e: PlanError) -> Self {
+        match e {
+            PlanError::Syntax(m) => Self::new("42601", m),
+            PlanError::NotSupported(m) => Self::new("0A000", m),
+            PlanError::Invalid(m) => Self::new("42P17", m),
+            PlanError::DataFusion(e) => e.into(),
+        }
+    }
+}
+
+impl From<ExecError> for ServerError {
+    fn from(e: ExecError) -> Self {
+        match e {
+            ExecError::UndefinedObject(m) => Self::new("42P01", m),
+            ExecError::DuplicateObject(m) => Self::new("42P07", m),
+            ExecError::DependentObjects(m) => Self::new("2BP01", m),
+            ExecError::Constraint(m) if m.contains("null value") => Self::new("23502", m),
+            ExecError::Constraint(m) => Self::new("23505", m),
+            ExecError::NotSupported(m) => Self::new("0A000", m),
+            ExecError::Stopped => Self::new("57P01", e.to_string()),
+            ExecError::Storage(e) => Self::internal(e.to_string()),
+            ExecError::DataFusion(e) => e.into(),
+            ExecError::Arrow(e) => arrow_error(&e),
+            ExecError::Plan(e) => e.into(),
+        }
+    }
+}
+
+impl From<eddy_storage::StorageError> for ServerError {
+    fn from(e: eddy_storage::StorageError) -> Self {
+        Self::internal(e.to_string())
+    }
+}
+
+fn arrow_error(e: &ArrowError) -> ServerError {
+    let code = match e {
+        ArrowError::DivideByZero => "22012",
+        ArrowError::CastError(_) | ArrowError::ParseError(_) => "22P02",
+        ArrowError::ComputeError(m) if m.contains("overflow") => "22003",
+        ArrowError::ArithmeticOverflow(_) => "22003",
+        ArrowError::InvalidArgumentError(m) if m.contains("non-nullable") => "23502",
+        ArrowError::NotYetImplemented(_) => "0A000",
+        _ => "XX000",
+    };
+    ServerError::new(code, e.to_string())
+}
+
+impl From<DataFusionError> for ServerError {
+    fn from(e: DataFusionError) -> Self {
+        let message = e.strip_backtrace();
+        let code = match e.find_root() {
+            DataFusionError::SQL(_, _) => "42601",
+            DataFusionError::SchemaError(schema, _) => match schema.as_ref() {
+                SchemaError::FieldNotFound { .. } => "42703",
+                SchemaError::AmbiguousReference { .. } => "42702",
+                SchemaError::DuplicateQualifiedField { .. }
+                | SchemaError::DuplicateUnqualifiedField { .. } => "42701",
+                #[allow(unreachable_patterns)]
+                _ => "42000",
+            },
+            DataFusionError::Plan(m) if m.contains("not found") && m.contains("table") => "42P01",
+            DataFusionError::Plan(m) if m.contains("does not exist") => "42P01",
+            DataFusionError::Plan(m) if m.contains("function") => "42883",
+            DataFusionError::Plan(_) => "42000",
+            DataFusionError::NotImplemented(_) => "0A000",
+            DataFusionError::ArrowError(arrow, _) => return arrow_error(arrow),
+            DataFusionError::Execution(m) if m.contains("Divide by zero") => "22012",
+            DataFusionError::Execution(m) if m.contains("Cast error") => "22P02",
+            DataFusionError::Execution(_) => "22000",
+            _ => "XX000",
+        };
+        ServerError::new(code, message)
+    }
+}

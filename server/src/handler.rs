@@ -1,0 +1,296 @@
+//! The Postgres wire protocol: simple and extended queries over [`Database`].
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch, into_pg_type};
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
+use datafusion::sql::sqlparser::ast::Statement;
+use eddy_planner::statement::{parse_statements, ParsedStatement};
+use eddy_planner::EddyStatement;
+use futures::{stream, Sink};
+use pgwire::api::auth::noop::NoopStartupHandler;
+use pgwire::api::auth::StartupHandler;
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::stmt::QueryParser;
+use pgwire::api::store::PortalStore;
+use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
+use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::messages::PgWireBackendMessage;
+
+use crate::database::{Database, Outcome};
+use crate::error::ServerError;
+
+/// What `Parse` produces: the statement, and what Describe needs to know about it.
+#[derive(Clone, Debug)]
+pub struct PreparedStatement {
+    parsed: ParsedStatement,
+    /// Parameter types as DataFusion inferred them (by position).
+    parameter_types: Vec<Option<DataType>>,
+    /// The result's columns, for statements that return rows.
+    schema: Option<SchemaRef>,
+}
+
+pub struct EddyHandler {
+    db: Arc<Database>,
+    parser: Arc<EddyQueryParser>,
+}
+
+impl EddyHandler {
+    pub fn new(db: Arc<Database>) -> Self {
+        Self {
+            parser: Arc::new(EddyQueryParser { db: db.clone() }),
+            db,
+        }
+    }
+}
+
+fn to_response(outcome: Outcome, format: &Format) -> PgWireResult<Response> {
+    match outcome {
+        Outcome::Command { tag, rows } => {
+            let tag = match (tag.as_str(), rows) {
+                ("BEGIN", _) => return Ok(Response::TransactionStart(Tag::new("BEGIN"))),
+                ("COMMIT" | "ROLLBACK", _) => return Ok(Response::TransactionEnd(Tag::new(&tag))),
+                (_, Some(rows)) => Tag::new(&tag).with_rows(rows),
+                (_, None) => Tag::new(&tag),
+            };
+            Ok(Response::Execution(tag))
+        }
+        Outcome::Rows { schema, batches } => {
+            let fields = Arc::new(arrow_schema_to_pg_fields(&schema, format, None)?);
+            let rows: Vec<_> = batches
+                .into_iter()
+                .flat_map(|batch| encode_recordbatch(fields.clone(), batch))
+                .collect();
+            Ok(Response::Query(QueryResponse::new(
+                fields,
+                stream::iter(rows),
+            )))
+        }
+    }
+}
+
+#[async_trait]
+impl SimpleQueryHandler for EddyHandler {
+    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let statements = match parse_statements(query) {
+            Ok(statements) => statements,
+            Err(e) => {
+                return Ok(vec![Response::Error(Box::new(
+                    ServerError::from(e).into_error_info(),
+                ))])
+            }
+        };
+        if statements.is_empty() {
+            return Ok(vec![Response::EmptyQuery]);
+        }
+        let mut responses = Vec::with_capacity(statements.len());
+        // Like Postgres, the first failing statement ends the query string.
+        for statement in &statements {
+            match self.db.execute(statement, None).await {
+                Ok(outcome) => responses.push(to_response(outcome, &Format::UnifiedText)?),
+                Err(e) => {
+                    responses.push(Response::Error(Box::new(e.into_error_info())));
+                    break;
+                }
+            }
+        }
+        Ok(responses)
+    }
+}
+
+pub struct EddyQueryParser {
+    db: Arc<Database>,
+}
+
+#[async_trait]
+impl QueryParser for EddyQueryParser {
+    type Statement = PreparedStatement;
+
+    async fn parse_sql<C>(
+        &self,
+        _client: &C,
+        sql: &str,
+        _types: &[Option<Type>],
+    ) -> PgWireResult<Option<PreparedStatement>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let mut statements =
+            parse_statements(sql).map_err(|e| ServerError::from(e).into_pgwire())?;
+        if statements.len() > 1 {
+            return Err(ServerError::new(
+                "42601",
+                "cannot insert multiple commands into a prepared statement",
+            )
+            .into_pgwire());
+        }
+        let Some(parsed) = statements.pop() else {
+            return Ok(None);
+        };
+        let (parameter_types, schema) = self
+            .describe(&parsed)
+            .await
+            .map_err(ServerError::into_pgwire)?;
+        Ok(Some(PreparedStatement {
+            parsed,
+            parameter_types,
+            schema,
+        }))
+    }
+
+    fn get_parameter_types(&self, statement: &PreparedStatement) -> PgWireResult<Vec<Type>> {
+        statement
+            .parameter_types
+            .iter()
+            .map(|t| match t {
+                Some(t) => into_pg_type(t),
+                None => Ok(Type::UNKNOWN),
+            })
+            .collect()
+    }
+
+    fn get_result_schema(
+        &self,
+        statement: &PreparedStatement,
+        format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        match &statement.schema {
+            Some(schema) => {
+                arrow_schema_to_pg_fields(schema, format.unwrap_or(&Format::UnifiedBinary), None)
+            }
+            None => Ok(vec![]),
+        }
+    }
+}
+
+impl EddyQueryParser {
+    /// Parameter types and result columns of a statement, planned without running it.
+    async fn describe(
+        &self,
+        parsed: &ParsedStatement,
+    ) -> Result<(Vec<Option<DataType>>, Option<SchemaRef>), ServerError> {
+        let statement = match &parsed.statement {
+            EddyStatement::Sql(statement) => statement,
+            EddyStatement::ShowTables | EddyStatement::ShowMaterializedViews => {
+                let schema = Schema::new(vec![datafusion::arrow::datatypes::Field::new(
+                    "Name",
+                    DataType::Utf8,
+                    false,
+                )]);
+                return Ok((vec![], Some(Arc::new(schema))));
+            }
+            _ => return Ok((vec![], None)),
+        };
+        if matches!(
+            statement.as_ref(),
+            Statement::StartTransaction { .. }
+                | Statement::Commit { .. }
+                | Statement::Rollback { .. }
+                | Statement::Set(_)
+        ) {
+            return Ok((vec![], None));
+        }
+        let plan = self.db.plan_statement(statement, None).await?;
+        let types = plan.get_parameter_types()?;
+        let mut positional: Vec<(usize, Option<DataType>)> = types
+            .into_iter()
+            .filter_map(|(name, t)| {
+                name.trim_start_matches('$')
+                    .parse::<usize>()
+                    .ok()
+                    .map(|i| (i, t))
+            })
+            .collect();
+        positional.sort_by_key(|(i, _)| *i);
+        let count = positional.last().map_or(0, |(i, _)| *i);
+        let mut parameter_types = vec![None; count];
+        for (i, t) in positional {
+            parameter_types[i - 1] = t;
+        }
+        let schema = match &plan {
+            datafusion::logical_expr::LogicalPlan::Dml(_) => None,
+            plan => Some(Arc::new(plan.schema().as_arrow().clone())),
+        };
+        Ok((parameter_types, schema))
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for EddyHandler {
+    type Statement = PreparedStatement;
+    type QueryParser = EddyQueryParser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        self.parser.clone()
+    }
+
+    async fn do_query<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Self::Statement>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let statement = &portal.statement.statement;
+        let inferred: Vec<Option<&DataType>> = statement
+            .parameter_types
+            .iter()
+            .map(|t| t.as_ref())
+            .collect();
+        let params = if portal.parameter_len() > 0 {
+            Some(arrow_pg::datatypes::df::deserialize_parameters(
+                portal, &inferred,
+            )?)
+        } else {
+            None
+        };
+        match self.db.execute(&statement.parsed, params).await {
+            Ok(outcome) => to_response(outcome, &portal.result_column_format),
+            Err(e) => Ok(Response::Error(Box::new(e.into_error_info()))),
+        }
+    }
+}
+
+/// Builds the handlers for each connection.
+pub struct EddyServerHandlers {
+    handler: Arc<EddyHandler>,
+}
+
+impl EddyServerHandlers {
+    pub fn new(db: Arc<Database>) -> Self {
+        Self {
+            handler: Arc::new(EddyHandler::new(db)),
+        }
+    }
+}
+
+impl PgWireServerHandlers for EddyServerHandlers {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        self.handler.clone()
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        self.handler.clone()
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        Arc::new(EddyStartup)
+    }
+}
+
+/// Trust authentication: any user, any database name (tools' defaults just work).
+struct EddyStartup;
+
+impl NoopStartupHandler for EddyStartup {}

@@ -1,0 +1,15 @@
+//! The `eddy` server: Postgres wire protocol in front of Eddy's planner, executor and storage.
+//!
+//! Modules in data-flow order:
+//!
+//! - [`handler`]: pgwire handlers (simple and extended query protocol).
+//! - [`database`]: statement dispatch — DDL and DML to the engine, queries to DataFusion.
+//! - [`provider`]: committed rows as DataFusion tables.
+//! - [`system_tables`]: the `eddy_catalog` schema.
+//! - [`error`]: errors with SQLSTATE codes.
+
+pub mod database;
+pub mod error;
+pub mod handler;
+pub mod provider;
+pub mod system_tables;

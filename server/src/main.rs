@@ -1,0 +1,110 @@
+//! `eddy`: the streaming SQL database server.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use eddy_executor::EngineHandle;
+use eddy_server::database::Database;
+use eddy_server::handler::EddyServerHandlers;
+use eddy_storage::{SledStore, Store};
+use tokio::net::TcpListener;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "eddy",
+    version,
+    about = "Eddy: a streaming SQL database speaking the Postgres protocol"
+)]
+struct Args {
+    /// Address to listen on for Postgres clients.
+    #[arg(long, env = "EDDY_LISTEN", default_value = "127.0.0.1:4566")]
+    listen: String,
+    /// Directory holding Eddy's data (created if missing).
+    #[arg(long, env = "EDDY_DATA_DIR", default_value = "./eddy-data")]
+    data_dir: PathBuf,
+    /// How often an epoch is committed while changes are pending (e.g. `1s`, `250ms`).
+    #[arg(long, env = "EDDY_CHECKPOINT_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration)]
+    checkpoint_interval: Duration,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("EDDY_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("cannot create data directory {}", args.data_dir.display()))?;
+    let store: Arc<dyn Store> = Arc::new(
+        SledStore::open(&args.data_dir)
+            .with_context(|| format!("cannot open the store in {}", args.data_dir.display()))?,
+    );
+    let engine = EngineHandle::start(store.clone(), args.checkpoint_interval)?;
+    let db = Database::open(store, engine.clone())
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot restore the catalog: {e}"))?;
+
+    let listener = TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    tracing::info!(address = %args.listen, data_dir = %args.data_dir.display(), "eddy is accepting connections");
+    let handlers = Arc::new(EddyServerHandlers::new(db));
+
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                match accepted {
+                    Ok((socket, _)) => {
+                        let handlers = handlers.clone();
+                        // A connection's failure (garbage bytes, a dropped client) ends that
+                        // connection only.
+                        tokio::spawn(async move {
+                            if let Err(error) = pgwire::tokio::process_socket(socket, None, handlers).await {
+                                tracing::debug!(%error, "connection closed with an error");
+                            }
+                        });
+                    }
+                    Err(error) => tracing::warn!(%error, "accept failed"),
+                }
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    tracing::info!("shutting down: committing the current epoch");
+    engine.shutdown().await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

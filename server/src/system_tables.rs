@@ -1,0 +1,173 @@
+//! The `eddy_catalog` schema: tables, views and late rows as queryable tables.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{
+    ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion::catalog::{MemTable, SchemaProvider, TableProvider};
+use datafusion::error::{DataFusionError, Result};
+use eddy_executor::table::LateRow;
+use eddy_executor::EngineHandle;
+use eddy_storage::keys::LATE_ROWS_TABLE;
+use eddy_storage::Store;
+
+const TABLES: &[&str] = &["late_rows", "materialized_views", "tables"];
+
+pub struct SystemSchema {
+    engine: EngineHandle,
+    store: Arc<dyn Store>,
+}
+
+impl std::fmt::Debug for SystemSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SystemSchema")
+    }
+}
+
+impl SystemSchema {
+    pub fn new(engine: EngineHandle, store: Arc<dyn Store>) -> Self {
+        Self { engine, store }
+    }
+
+    fn tables(&self) -> Result<RecordBatch> {
+        let stats = self.engine.stats();
+        let t = &stats.tables;
+        batch(vec![
+            ("name", strings(t.iter().map(|t| t.name.clone()))),
+            ("rows_in", ints(t.iter().map(|t| Some(t.rows_in as i64)))),
+            (
+                "rows_late",
+                ints(t.iter().map(|t| Some(t.rows_late as i64))),
+            ),
+            ("watermark", timestamps(t.iter().map(|t| t.watermark))),
+        ])
+    }
+
+    fn materialized_views(&self) -> Result<RecordBatch> {
+        let stats = self.engine.stats();
+        let v = &stats.views;
+        batch(vec![
+            ("name", strings(v.iter().map(|v| v.name.clone()))),
+            ("source", strings(v.iter().map(|v| v.source.clone()))),
+            (
+                "emit",
+                strings(v.iter().map(|v| {
+                    if v.emit_on_window_close {
+                        "on_window_close"
+                    } else {
+                        "on_update"
+                    }
+                    .to_string()
+                })),
+            ),
+            (
+                "state_rows",
+                ints(v.iter().map(|v| Some(v.state_rows as i64))),
+            ),
+            (
+                "open_windows",
+                ints(v.iter().map(|v| Some(v.open_windows as i64))),
+            ),
+            (
+                "unbounded_state",
+                Arc::new(BooleanArray::from(
+                    v.iter().map(|v| v.unbounded_state).collect::<Vec<_>>(),
+                )),
+            ),
+            (
+                "committed_epoch",
+                ints(v.iter().map(|_| Some(stats.epoch as i64))),
+            ),
+            ("definition", strings(v.iter().map(|v| v.sql.clone()))),
+        ])
+    }
+
+    fn late_rows(&self) -> Result<RecordBatch> {
+        let rows = self
+            .store
+            .scan_table(LATE_ROWS_TABLE)
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let mut seqs = Vec::with_capacity(rows.len());
+        let mut late = Vec::with_capacity(rows.len());
+        for (key, value) in rows {
+            let seq = key
+                .as_slice()
+                .try_into()
+                .map(i64::from_be_bytes)
+                .unwrap_or(-1);
+            let row: LateRow = serde_json::from_slice(&value)
+                .map_err(|e| DataFusionError::External(Box::new(e)))?;
+            seqs.push(Some(seq));
+            late.push(row);
+        }
+        batch(vec![
+            ("seq", ints(seqs.into_iter())),
+            ("object", strings(late.iter().map(|r| r.object.clone()))),
+            (
+                "event_time",
+                timestamps(late.iter().map(|r| Some(r.event_time))),
+            ),
+            (
+                "watermark",
+                timestamps(late.iter().map(|r| Some(r.watermark))),
+            ),
+            ("row", strings(late.iter().map(|r| r.row.clone()))),
+        ])
+    }
+}
+
+fn strings(values: impl Iterator<Item = String>) -> ArrayRef {
+    Arc::new(StringArray::from(values.collect::<Vec<_>>()))
+}
+
+fn ints(values: impl Iterator<Item = Option<i64>>) -> ArrayRef {
+    Arc::new(Int64Array::from(values.collect::<Vec<_>>()))
+}
+
+fn timestamps(values: impl Iterator<Item = Option<i64>>) -> ArrayRef {
+    Arc::new(TimestampMicrosecondArray::from(values.collect::<Vec<_>>()))
+}
+
+fn batch(columns: Vec<(&str, ArrayRef)>) -> Result<RecordBatch> {
+    let fields: Vec<Field> = columns
+        .iter()
+        .map(|(name, array)| {
+            let data_type = match array.data_type() {
+                DataType::Timestamp(_, _) => DataType::Timestamp(TimeUnit::Microsecond, None),
+                other => other.clone(),
+            };
+            Field::new(*name, data_type, true)
+        })
+        .collect();
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns.into_iter().map(|(_, a)| a).collect(),
+    )?)
+}
+
+#[async_trait]
+impl SchemaProvider for SystemSchema {
+    fn table_names(&self) -> Vec<String> {
+        TABLES.iter().map(|s| s.to_string()).collect()
+    }
+
+    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        let batch = match name {
+            "tables" => self.tables()?,
+            "materialized_views" => self.materialized_views()?,
+            "late_rows" => self.late_rows()?,
+            _ => return Ok(None),
+        };
+        Ok(Some(Arc::new(MemTable::try_new(
+            batch.schema(),
+            vec![vec![batch]],
+        )?)))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        TABLES.contains(&name)
+    }
+}

@@ -1,0 +1,51 @@
+//! The persistent catalog: each object's defining SQL and the table ids it owns.
+//!
+//! Objects are re-planned from their SQL on restart, so the catalog stores no plan formats
+//! that could drift between versions.
+
+use serde::{Deserialize, Serialize};
+
+use crate::keys::{TableId, CATALOG_TABLE};
+use crate::{EpochBatch, Result, Store};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ObjectKind {
+    Table,
+    MaterializedView,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CatalogEntry {
+    /// Creation order; objects are restored in this order, so dependencies come first.
+    pub seq: u64,
+    pub kind: ObjectKind,
+    pub name: String,
+    /// The statement that created the object, as the user wrote it.
+    pub sql: String,
+    /// The table ids the object owns: its rows first, then one per stateful operator.
+    pub table_ids: Vec<TableId>,
+}
+
+impl CatalogEntry {
+    pub fn write(&self, batch: &mut EpochBatch) -> Result<()> {
+        batch.put(
+            CATALOG_TABLE,
+            &self.seq.to_be_bytes(),
+            serde_json::to_vec(self)?,
+        );
+        Ok(())
+    }
+
+    pub fn remove(&self, batch: &mut EpochBatch) {
+        batch.delete(CATALOG_TABLE, &self.seq.to_be_bytes());
+    }
+
+    /// All entries, in creation order.
+    pub fn load_all(store: &dyn Store) -> Result<Vec<CatalogEntry>> {
+        store
+            .scan_table(CATALOG_TABLE)?
+            .into_iter()
+            .map(|(_, value)| Ok(serde_json::from_slice(&value)?))
+            .collect()
+    }
+}

@@ -1,0 +1,25 @@
+//! Eddy's persistent store.
+//!
+//! Everything Eddy keeps lives in one ordered key space: a key is a table id (`u32`, big-endian)
+//! followed by the row's memcomparable key, so each table is one key range. Modules in data-flow
+//! order:
+//!
+//! - [`codec`]: rows ↔ bytes with Arrow's row format (keys sort like their values).
+//! - [`keys`]: table ids, reserved system tables, key prefixes.
+//! - [`store`]: the [`Store`] trait, a sled implementation and an in-memory one for tests.
+//! - [`epoch`]: [`EpochBatch`], every write of one epoch, applied atomically.
+//! - [`catalog`]: the persistent catalog (each object's SQL and table ids).
+
+pub mod catalog;
+pub mod codec;
+pub mod epoch;
+pub mod error;
+pub mod keys;
+pub mod store;
+
+pub use catalog::{CatalogEntry, ObjectKind};
+pub use codec::RowCodec;
+pub use epoch::EpochBatch;
+pub use error::{Result, StorageError};
+pub use keys::TableId;
+pub use store::{MemStore, SledStore, Store};
