@@ -139,8 +139,8 @@ impl TableRuntime {
         store: &dyn Store,
     ) -> Result<(Option<StreamChunk>, Option<Watermark>)> {
         self.check_not_null_key(&batch)?;
-        let (batch, watermark) = self.drop_late_rows(batch)?;
         self.progress.rows_in += batch.num_rows() as u64;
+        let (batch, watermark) = self.drop_late_rows(batch)?;
         self.progress_dirty = true;
         if batch.num_rows() == 0 {
             return Ok((None, watermark));

@@ -236,11 +236,13 @@ fn take_watermark(tokens: &mut Vec<Token>) -> Result<Option<WatermarkDef>> {
         match token {
             Token::LParen => depth += 1,
             Token::RParen => depth -= 1,
-            Token::Word(w) if depth == 1 && w.quote_style.is_none() => {
-                if w.value.eq_ignore_ascii_case("WATERMARK") {
-                    start = Some(i);
-                    break;
-                }
+            Token::Word(w)
+                if depth == 1
+                    && w.quote_style.is_none()
+                    && w.value.eq_ignore_ascii_case("WATERMARK") =>
+            {
+                start = Some(i);
+                break;
             }
             _ => {}
         }

@@ -30,8 +30,8 @@ struct Group {
     accumulators: Vec<Box<dyn Accumulator>>,
     /// Input rows currently in the group (inserts minus deletes).
     row_count: i64,
-    /// Whether a row for this group is in the view (so an update must replace it).
-    emitted: bool,
+    /// The aggregate values last emitted for this group (so an update can retract them).
+    last_output: Option<Vec<ScalarValue>>,
     /// End of the group's window in micros, when the groups are windows.
     window_end: Option<i64>,
 }
@@ -85,7 +85,7 @@ impl AggregateOperator {
         Ok(Group {
             accumulators: new_accumulators(&self.plan)?,
             row_count: 0,
-            emitted: false,
+            last_output: None,
             window_end,
         })
     }
@@ -116,26 +116,18 @@ impl AggregateOperator {
         Ok(Some(micros.iter().map(|v| v.map(|v| v + add)).collect()))
     }
 
-    /// Builds output rows for `keys` from their groups' current values.
-    fn output(&mut self, keys: &[(Vec<u8>, Op)]) -> Result<Option<StreamChunk>> {
-        if keys.is_empty() {
+    /// Builds output rows from `(group key, op, aggregate values)`.
+    fn output(&self, rows: &[EmittedRow]) -> Result<Option<StreamChunk>> {
+        if rows.is_empty() {
             return Ok(None);
         }
         let key_batch = self
             .key_codec
-            .decode(keys.iter().map(|(k, _)| k.as_slice()))?;
+            .decode(rows.iter().map(|(k, _, _)| k.as_slice()))?;
         let mut columns: Vec<ArrayRef> = key_batch.columns().to_vec();
         let fields = self.plan.schema.fields();
-        for (j, field) in fields.iter().enumerate().skip(self.plan.group_exprs.len()) {
-            let agg_index = j - self.plan.group_exprs.len();
-            let mut values = Vec::with_capacity(keys.len());
-            for (key, _) in keys {
-                let group = self
-                    .groups
-                    .get_mut(key)
-                    .ok_or_else(|| internal("emitting a group that has no state"))?;
-                values.push(group.accumulators[agg_index].evaluate()?);
-            }
+        for (agg_index, field) in fields.iter().skip(self.plan.group_exprs.len()).enumerate() {
+            let values = rows.iter().map(|(_, _, values)| values[agg_index].clone());
             let array = ScalarValue::iter_to_array(values)?;
             let array = if array.data_type() == field.data_type() {
                 array
@@ -146,7 +138,7 @@ impl AggregateOperator {
         }
         // The group key columns double as the stream key.
         let key_columns = key_batch.columns().to_vec();
-        let ops = keys.iter().map(|(_, op)| *op).collect();
+        let ops = rows.iter().map(|(_, op, _)| *op).collect();
         Ok(Some(StreamChunk::new(
             ops,
             &self.plan.schema,
@@ -155,16 +147,45 @@ impl AggregateOperator {
         )?))
     }
 
-    /// The op that brings the view up to date for a changed group, if any.
-    fn change_op(&self, group: &Group) -> Option<Op> {
-        let alive = group.row_count > 0 || self.plan.group_exprs.is_empty();
-        match (alive, group.emitted) {
-            (true, true) => Some(Op::UpdateInsert),
-            (true, false) => Some(Op::Insert),
-            (false, true) => Some(Op::Delete),
-            (false, false) => None,
+    /// Appends the changelog rows that bring the view up to date for one group: an insert, an
+    /// update pair (old values retracted first), a delete, or nothing when nothing changed.
+    fn emit_changes(&mut self, key: &[u8], rows: &mut Vec<EmittedRow>) -> Result<()> {
+        let global = self.plan.group_exprs.is_empty();
+        let Some(group) = self.groups.get_mut(key) else {
+            return Ok(());
+        };
+        let current = if group.row_count > 0 || global {
+            Some(evaluate_all(group)?)
+        } else {
+            None
+        };
+        match (group.last_output.take(), current) {
+            (Some(old), Some(new)) if old == new => group.last_output = Some(old),
+            (Some(old), Some(new)) => {
+                rows.push((key.to_vec(), Op::UpdateDelete, old));
+                rows.push((key.to_vec(), Op::UpdateInsert, new.clone()));
+                group.last_output = Some(new);
+            }
+            (None, Some(new)) => {
+                rows.push((key.to_vec(), Op::Insert, new.clone()));
+                group.last_output = Some(new);
+            }
+            (Some(old), None) => rows.push((key.to_vec(), Op::Delete, old)),
+            (None, None) => {}
         }
+        Ok(())
     }
+}
+
+/// A row an aggregate emits: group key, op, one value per aggregate.
+type EmittedRow = (Vec<u8>, Op, Vec<ScalarValue>);
+
+fn evaluate_all(group: &mut Group) -> Result<Vec<ScalarValue>> {
+    Ok(group
+        .accumulators
+        .iter_mut()
+        .map(|a| a.evaluate())
+        .collect::<Result<_, _>>()?)
 }
 
 fn internal(message: &str) -> ExecError {
@@ -230,7 +251,7 @@ impl Operator for AggregateOperator {
 
         // Row indices per group, inserts and retractions apart, groups in first-seen order.
         let mut order: Vec<&[u8]> = Vec::new();
-        let mut by_group: HashMap<&[u8], (Vec<u32>, Vec<u32>, usize)> = HashMap::new();
+        let mut by_group: HashMap<&[u8], GroupRows> = HashMap::new();
         for (i, op) in chunk.ops.iter().enumerate() {
             let key: &[u8] = keys.as_ref().map_or(&[], |k| k.row(i).data());
             let entry = by_group.entry(key).or_insert_with(|| {
@@ -278,18 +299,14 @@ impl Operator for AggregateOperator {
             let closed = std::mem::replace(&mut self.windows, still_open);
             let mut final_rows = Vec::new();
             for key in closed.into_values().flatten() {
-                let Some(group) = self.groups.get(&key) else {
-                    continue;
-                };
-                let op = if self.plan.emit_on_window_close {
-                    (group.row_count > 0).then_some(Op::Insert)
+                if self.plan.emit_on_window_close {
+                    if let Some(group) = self.groups.get_mut(&key) {
+                        if group.row_count > 0 {
+                            final_rows.push((key.clone(), Op::Insert, evaluate_all(group)?));
+                        }
+                    }
                 } else if self.dirty.contains(&key) {
-                    self.change_op(group)
-                } else {
-                    None
-                };
-                if let Some(op) = op {
-                    final_rows.push((key.clone(), op));
+                    self.emit_changes(&key, &mut final_rows)?;
                 }
                 self.dirty.remove(&key);
                 self.evicted.insert(key);
@@ -316,17 +333,10 @@ impl Operator for AggregateOperator {
         if !self.plan.emit_on_window_close {
             let mut changes = Vec::with_capacity(dirty.len());
             for key in &dirty {
-                if let Some(op) = self.groups.get(key).and_then(|g| self.change_op(g)) {
-                    changes.push((key.clone(), op));
-                }
+                self.emit_changes(key, &mut changes)?;
             }
             if let Some(chunk) = self.output(&changes)? {
                 out.push(Message::Chunk(chunk));
-            }
-            for (key, op) in &changes {
-                if let Some(group) = self.groups.get_mut(key) {
-                    group.emitted = *op != Op::Delete;
-                }
             }
         }
         for key in dirty {
@@ -362,6 +372,9 @@ impl Operator for AggregateOperator {
             .count()
     }
 }
+
+/// One group's rows in a chunk: insert indices, retract indices, and its first row.
+type GroupRows = (Vec<u32>, Vec<u32>, usize);
 
 fn take_all(columns: &[ArrayRef], indices: &[u32]) -> Result<Vec<ArrayRef>> {
     let indices = UInt32Array::from(indices.to_vec());

@@ -45,7 +45,7 @@ impl StateCodec {
     pub(super) fn encode(&self, group: &mut Group) -> Result<Vec<u8>> {
         let mut values = vec![
             ScalarValue::Int64(Some(group.row_count)),
-            ScalarValue::Boolean(Some(group.emitted)),
+            ScalarValue::Boolean(Some(group.last_output.is_some())),
             ScalarValue::Int64(group.window_end),
         ];
         for accumulator in group.accumulators.iter_mut() {
@@ -75,12 +75,22 @@ impl StateCodec {
             (!column.is_null(0)).then(|| column.value(0))
         };
         group.row_count = int(0).unwrap_or(0);
-        group.emitted = batch.column(1).as_boolean().value(0);
+        let emitted = batch.column(1).as_boolean().value(0);
         group.window_end = int(2);
         let mut start = HEADER;
         for (accumulator, width) in group.accumulators.iter_mut().zip(&self.widths) {
             accumulator.merge_batch(&batch.columns()[start..start + width])?;
             start += width;
+        }
+        // Every barrier emits what it persists, so the restored values are the emitted ones.
+        if emitted {
+            group.last_output = Some(
+                group
+                    .accumulators
+                    .iter_mut()
+                    .map(|a| a.evaluate())
+                    .collect::<Result<_, _>>()?,
+            );
         }
         Ok(())
     }
