@@ -383,3 +383,6 @@ fn take_all(columns: &[ArrayRef], indices: &[u32]) -> Result<Vec<ArrayRef>> {
         .map(|c| take(c.as_ref(), &indices, None))
         .collect::<Result<_, _>>()?)
 }
+
+#[cfg(test)]
+mod tests;
