@@ -365,6 +365,8 @@ impl EddyProcess {
         }
         command
             .args(&self.config.extra_args)
+            // The log is read as text, by people and by log_tail.
+            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);

@@ -35,6 +35,9 @@ const DEFAULT_FILE_TIMEOUT_SECS: u64 = 300;
 const LOG_TAIL_LINES: usize = 30;
 
 fn main() -> ExitCode {
+    // A panic in a file's task is reported as that file's failure: one line
+    // here instead of a backtrace.
+    std::panic::set_hook(Box::new(|info| eprintln!("{info}")));
     // Flags are for libtest-style runners; the first other argument filters.
     let filter = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("slt");
@@ -159,7 +162,7 @@ async fn run_file_with_timeout(file: PathBuf, timeout: Duration) -> Result<(), S
             // Cancelled: this drops the runner and its connections.
             let _ = task.await;
             format!(
-                "timed out after {timeout:?} (EDDY_SLT_TIMEOUT changes it)\n[SQL] {}",
+                "timed out after {timeout:?} (EDDY_SLT_TIMEOUT changes it)\n[last SQL] {}",
                 server.lock().await.last_sql.as_deref().unwrap_or("")
             )
         }
