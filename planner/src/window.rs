@@ -94,17 +94,28 @@ pub fn assign_windows(times: &ArrayRef, spec: &WindowSpec) -> DfResult<(UInt32Ar
     Ok((UInt32Array::from(indices), Int64Array::from(starts)))
 }
 
-/// Casts a timestamp column to microseconds since the epoch.
+/// Microseconds since the epoch (UTC) of a timestamp column, whatever its unit and zone.
 pub fn to_micros(times: &ArrayRef) -> DfResult<Int64Array> {
-    let micros = cast(times, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
+    // Changing only the unit keeps the zone, so the instants stay the same.
+    let zone = match times.data_type() {
+        DataType::Timestamp(_, zone) => zone.clone(),
+        other => return plan_err!("expected a TIMESTAMP column, found {other}"),
+    };
+    let micros = cast(times, &DataType::Timestamp(TimeUnit::Microsecond, zone))?;
     Ok(micros
         .as_primitive::<TimestampMicrosecondType>()
         .reinterpret_cast::<datafusion::arrow::datatypes::Int64Type>())
 }
 
-/// Turns microseconds back into the time column's own type.
+/// Turns microseconds since the epoch back into the time column's own type.
 pub fn from_micros(micros: &Int64Array, time_type: &DataType) -> DfResult<ArrayRef> {
-    let as_ts = micros.reinterpret_cast::<TimestampMicrosecondType>();
+    let zone = match time_type {
+        DataType::Timestamp(_, zone) => zone.clone(),
+        other => return plan_err!("expected a TIMESTAMP type, found {other}"),
+    };
+    let as_ts = micros
+        .reinterpret_cast::<TimestampMicrosecondType>()
+        .with_timezone_opt(zone);
     Ok(cast(&as_ts, time_type)?)
 }
 
