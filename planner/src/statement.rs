@@ -30,6 +30,9 @@ pub enum EddyStatement {
         name: String,
         if_not_exists: bool,
     },
+    /// `CREATE SOURCE` (and `CREATE TABLE ... WITH (connector = ...)`): a table fed by a
+    /// connector instead of INSERTs.
+    CreateSource(Box<SourceDef>),
     CreateMaterializedView {
         name: String,
         if_not_exists: bool,
@@ -45,8 +48,51 @@ pub enum EddyStatement {
     Recover,
     ShowTables,
     ShowMaterializedViews,
+    ShowSources,
     /// Anything else: handed to DataFusion (queries, DML, SET, SHOW, EXPLAIN, ...).
     Sql(Box<Statement>),
+}
+
+/// A column a connector adds from message metadata: `INCLUDE partition AS p`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncludeKind {
+    Key,
+    Partition,
+    Offset,
+    Timestamp,
+}
+
+impl IncludeKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            IncludeKind::Key => "key",
+            IncludeKind::Partition => "partition",
+            IncludeKind::Offset => "offset",
+            IncludeKind::Timestamp => "timestamp",
+        }
+    }
+}
+
+/// `CREATE SOURCE name (columns) [INCLUDE ...] WITH (...) FORMAT ... ENCODE ...`.
+#[derive(Debug, Clone)]
+pub struct SourceDef {
+    pub name: String,
+    pub if_not_exists: bool,
+    /// The column list as a `CREATE TABLE` (Eddy's clauses removed).
+    pub table: Box<Statement>,
+    pub watermark: Option<WatermarkDef>,
+    /// Metadata columns, in order, with their names.
+    pub includes: Vec<(IncludeKind, String)>,
+    /// `WITH (...)`, keys lower-cased.
+    pub options: std::collections::BTreeMap<String, String>,
+    /// `FORMAT x` (upper-cased; PLAIN when absent).
+    pub format: String,
+    /// `ENCODE y` (upper-cased; JSON when absent).
+    pub encode: String,
+    /// Options after `ENCODE y (...)`.
+    pub encode_options: std::collections::BTreeMap<String, String>,
+    /// Whether rows are also stored and queryable (`CREATE TABLE ... WITH (connector=...)`).
+    pub stored: bool,
 }
 
 /// A statement together with its own SQL text (kept in the catalog).
@@ -143,6 +189,15 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
     if only(&["SHOW", "MATERIALIZED", "VIEWS"]) {
         return Ok(EddyStatement::ShowMaterializedViews);
     }
+    if only(&["SHOW", "SOURCES"]) {
+        return Ok(EddyStatement::ShowSources);
+    }
+    if starts_with(&w, &["CREATE", "SOURCE"]) {
+        return parse_create_source(tokens, &w, false);
+    }
+    if starts_with(&w, &["CREATE", "TABLE"]) && has_top_level_with_connector(&tokens) {
+        return parse_create_source(tokens, &w, true);
+    }
     if starts_with(&w, &["CREATE", "TABLE"]) {
         let append_only = ends_with(&w, &["APPEND", "ONLY"]);
         if append_only {
@@ -213,6 +268,237 @@ fn parse_sql(tokens: Vec<Token>) -> Result<Statement> {
         )));
     }
     Ok(statement)
+}
+
+fn has_top_level_with_connector(tokens: &[Token]) -> bool {
+    let mut depth = 0;
+    let mut after_with = false;
+    for token in tokens.iter().filter(|t| !is_trivia(t)) {
+        match token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            Token::Word(w) if depth == 0 && w.value.eq_ignore_ascii_case("WITH") => {
+                after_with = true
+            }
+            Token::Word(w)
+                if depth == 1 && after_with && w.value.eq_ignore_ascii_case("connector") =>
+            {
+                return true
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Splits `CREATE SOURCE|TABLE name (columns) rest...` into the column list (parsed as a
+/// `CREATE TABLE`) and Eddy's source clauses.
+fn parse_create_source(
+    tokens: Vec<Token>,
+    w: &[(usize, String)],
+    stored: bool,
+) -> Result<EddyStatement> {
+    let kind = if stored {
+        "CREATE TABLE"
+    } else {
+        "CREATE SOURCE"
+    };
+    let mut position = 2;
+    let if_not_exists = w.len() > 4 && w[2].1 == "IF" && w[3].1 == "NOT" && w[4].1 == "EXISTS";
+    if if_not_exists {
+        position = 5;
+    }
+    let Some((name_at, _)) = w.get(position) else {
+        return Err(PlanError::Syntax(format!("{kind} needs a name")));
+    };
+    // The column list: the parenthesised group right after the name (dotted names allowed).
+    let mut open = None;
+    for (i, token) in tokens.iter().enumerate().skip(*name_at) {
+        match token {
+            Token::LParen => {
+                open = Some(i);
+                break;
+            }
+            Token::Word(_) | Token::Period => continue,
+            t if is_trivia(t) => continue,
+            _ => break,
+        }
+    }
+    let Some(open) = open else {
+        return Err(PlanError::Syntax(format!(
+            "{kind} needs a column list: {kind} name (col TYPE, ...)"
+        )));
+    };
+    let close = matching_paren(&tokens, open)
+        .ok_or_else(|| PlanError::Syntax("unbalanced parentheses in the column list".into()))?;
+    let mut table_tokens: Vec<Token> =
+        Tokenizer::new(&PostgreSqlDialect {}, "CREATE TABLE ").tokenize()?;
+    table_tokens.retain(|t| *t != Token::EOF);
+    table_tokens.extend_from_slice(&tokens[*name_at..=close]);
+    let watermark = take_watermark(&mut table_tokens)?;
+    let table = parse_sql(table_tokens)?;
+    let Statement::CreateTable(create) = &table else {
+        return Err(PlanError::Syntax(format!("expected {kind}")));
+    };
+    let name = object_name(&create.name);
+
+    let rest: Vec<Token> = tokens[close + 1..]
+        .iter()
+        .filter(|t| !is_trivia(t))
+        .cloned()
+        .collect();
+    let mut def = SourceDef {
+        name,
+        if_not_exists,
+        table: Box::new(table),
+        watermark,
+        includes: Vec::new(),
+        options: Default::default(),
+        format: "PLAIN".into(),
+        encode: "JSON".into(),
+        encode_options: Default::default(),
+        stored,
+    };
+    let mut i = 0;
+    let word = |t: Option<&Token>| match t {
+        Some(Token::Word(w)) => Some(w.value.to_uppercase()),
+        _ => None,
+    };
+    while i < rest.len() {
+        match word(rest.get(i)).as_deref() {
+            Some("INCLUDE") => {
+                let kind = match word(rest.get(i + 1)).as_deref() {
+                    Some("KEY") => IncludeKind::Key,
+                    Some("PARTITION") => IncludeKind::Partition,
+                    Some("OFFSET") => IncludeKind::Offset,
+                    Some("TIMESTAMP") => IncludeKind::Timestamp,
+                    _ => {
+                        return Err(PlanError::Syntax(
+                            "INCLUDE takes key, partition, offset or timestamp".into(),
+                        ))
+                    }
+                };
+                i += 2;
+                let column = if word(rest.get(i)).as_deref() == Some("AS") {
+                    let Some(Token::Word(alias)) = rest.get(i + 1) else {
+                        return Err(PlanError::Syntax(
+                            "INCLUDE ... AS needs a column name".into(),
+                        ));
+                    };
+                    i += 2;
+                    match alias.quote_style {
+                        Some(_) => alias.value.clone(),
+                        None => alias.value.to_lowercase(),
+                    }
+                } else {
+                    format!("_rw_kafka_{}", kind.name())
+                };
+                def.includes.push((kind, column));
+            }
+            Some("WITH") => {
+                let (options, next) = parse_options(&rest, i + 1)?;
+                def.options = options;
+                i = next;
+            }
+            Some("FORMAT") => {
+                def.format = word(rest.get(i + 1))
+                    .ok_or_else(|| PlanError::Syntax("FORMAT needs PLAIN or UPSERT".into()))?;
+                if word(rest.get(i + 2)).as_deref() != Some("ENCODE") {
+                    return Err(PlanError::Syntax("expected ENCODE after FORMAT".into()));
+                }
+                def.encode = word(rest.get(i + 3))
+                    .ok_or_else(|| PlanError::Syntax("ENCODE needs JSON or CSV".into()))?;
+                i += 4;
+                if rest.get(i) == Some(&Token::LParen) {
+                    let (options, next) = parse_options(&rest, i)?;
+                    def.encode_options = options;
+                    i = next;
+                }
+            }
+            _ => return Err(PlanError::Syntax(format!(
+                "unexpected {} in {kind}: expected INCLUDE, WITH (...) or FORMAT ... ENCODE ...",
+                rest[i]
+            ))),
+        }
+    }
+    if !def.options.contains_key("connector") {
+        return Err(PlanError::Syntax(format!(
+            "{kind} needs WITH (connector = '...')"
+        )));
+    }
+    Ok(EddyStatement::CreateSource(Box::new(def)))
+}
+
+fn matching_paren(tokens: &[Token], open: usize) -> Option<usize> {
+    let mut depth = 0;
+    for (i, token) in tokens.iter().enumerate().skip(open) {
+        match token {
+            Token::LParen => depth += 1,
+            Token::RParen => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `( key.with.dots = 'value', ... )` starting at `rest[start]` (the open paren); returns the
+/// options and the index after the closing paren.
+fn parse_options(
+    rest: &[Token],
+    start: usize,
+) -> Result<(std::collections::BTreeMap<String, String>, usize)> {
+    if rest.get(start) != Some(&Token::LParen) {
+        return Err(PlanError::Syntax("expected ( after WITH".into()));
+    }
+    let mut options = std::collections::BTreeMap::new();
+    let mut i = start + 1;
+    loop {
+        if rest.get(i) == Some(&Token::RParen) {
+            return Ok((options, i + 1));
+        }
+        let mut key = String::new();
+        while let Some(token) = rest.get(i) {
+            match token {
+                Token::Word(w) => key.push_str(&w.value.to_lowercase()),
+                Token::Period => key.push('.'),
+                Token::SingleQuotedString(s) => key.push_str(s),
+                _ => break,
+            }
+            i += 1;
+        }
+        if key.is_empty() || rest.get(i) != Some(&Token::Eq) {
+            return Err(PlanError::Syntax(
+                "expected key = 'value' in the option list".into(),
+            ));
+        }
+        let value = match rest.get(i + 1) {
+            Some(Token::SingleQuotedString(s)) => s.clone(),
+            Some(Token::Number(n, _)) => n.clone(),
+            Some(Token::Word(w)) => w.value.clone(),
+            other => {
+                return Err(PlanError::Syntax(format!(
+                    "expected a value for option {key}, found {}",
+                    other.map_or("the end".to_string(), |t| t.to_string())
+                )))
+            }
+        };
+        options.insert(key, value);
+        i += 2;
+        match rest.get(i) {
+            Some(Token::Comma) => i += 1,
+            Some(Token::RParen) => return Ok((options, i + 1)),
+            _ => {
+                return Err(PlanError::Syntax(
+                    "expected , or ) in the option list".into(),
+                ))
+            }
+        }
+    }
 }
 
 /// The unquoted, lower-cased (unless quoted) name of an object.
@@ -388,6 +674,56 @@ mod tests {
             }
         ));
         assert_eq!(parsed[4].sql, "select ';'");
+    }
+
+    #[test]
+    fn create_source_with_includes_options_and_format() {
+        let parsed = parse_statements(
+            "CREATE SOURCE bids (auction BIGINT, date_time TIMESTAMP, WATERMARK FOR date_time AS date_time - INTERVAL '5' SECOND) \
+             INCLUDE partition AS p INCLUDE offset \
+             WITH (connector = 'kafka', topic = 'bids', properties.bootstrap.server = '127.0.0.1:9092', nexmark.event.rate = 10) \
+             FORMAT PLAIN ENCODE CSV (delimiter = ';', without_header = 'true')",
+        )
+        .unwrap();
+        let EddyStatement::CreateSource(def) = &parsed[0].statement else {
+            panic!("not a source: {:?}", parsed[0]);
+        };
+        assert_eq!(def.name, "bids");
+        assert_eq!(
+            def.table.to_string(),
+            "CREATE TABLE bids (auction BIGINT, date_time TIMESTAMP)"
+        );
+        assert_eq!(
+            def.watermark.as_ref().map(|w| w.column.as_str()),
+            Some("date_time")
+        );
+        assert_eq!(
+            def.includes,
+            vec![
+                (IncludeKind::Partition, "p".to_string()),
+                (IncludeKind::Offset, "_rw_kafka_offset".to_string())
+            ]
+        );
+        assert_eq!(def.options["properties.bootstrap.server"], "127.0.0.1:9092");
+        assert_eq!(def.options["nexmark.event.rate"], "10");
+        assert_eq!((def.format.as_str(), def.encode.as_str()), ("PLAIN", "CSV"));
+        assert_eq!(def.encode_options["delimiter"], ";");
+        assert!(!def.stored);
+
+        let parsed = parse_statements(
+            "create table t (id int primary key, v int) with (connector='kafka', topic='t') format upsert encode json",
+        )
+        .unwrap();
+        let EddyStatement::CreateSource(def) = &parsed[0].statement else {
+            panic!("not a source table");
+        };
+        assert!(def.stored);
+        assert_eq!(def.format, "UPSERT");
+        assert!(parse_statements("CREATE SOURCE s (a INT) WITH (topic = 'x')").is_err());
+        assert!(parse_statements(
+            "CREATE SOURCE s (a INT) WITH (connector = 'kafka') FORMAT PLAIN"
+        )
+        .is_err());
     }
 
     #[test]

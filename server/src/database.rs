@@ -243,6 +243,11 @@ impl Database {
                 self.engine.recover().await?;
                 Ok(Outcome::command("RECOVER"))
             }
+            EddyStatement::CreateSource(def) => Err(ServerError::not_supported(format!(
+                "connector '{}' (sources are being built)",
+                def.options.get("connector").map_or("", String::as_str)
+            ))),
+            EddyStatement::ShowSources => Ok(self.show(|_| false)),
             EddyStatement::ShowTables => Ok(self.show(|o| matches!(o, Object::Table(_)))),
             EddyStatement::ShowMaterializedViews => Ok(self.show(|o| matches!(o, Object::View))),
             EddyStatement::Sql(statement) => self.execute_sql_statement(statement, params).await,

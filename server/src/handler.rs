@@ -178,7 +178,9 @@ impl EddyQueryParser {
     ) -> Result<(Vec<Option<DataType>>, Option<SchemaRef>), ServerError> {
         let statement = match &parsed.statement {
             EddyStatement::Sql(statement) => statement,
-            EddyStatement::ShowTables | EddyStatement::ShowMaterializedViews => {
+            EddyStatement::ShowTables
+            | EddyStatement::ShowMaterializedViews
+            | EddyStatement::ShowSources => {
                 let schema = Schema::new(vec![datafusion::arrow::datatypes::Field::new(
                     "Name",
                     DataType::Utf8,
