@@ -3,6 +3,7 @@
 //! Modules in data-flow order:
 //!
 //! - [`chunk`]: `StreamChunk` (a changelog batch), `Message`, `Barrier`, `Watermark`.
+//! - [`connector`]: where sources' rows come from (Nexmark generator, files, Kafka).
 //! - [`table`]: a table as a source: DML → changelog chunks, watermarks and late rows.
 //! - [`operator`]: the small `Operator` trait every incremental operator implements.
 //! - [`operators`]: filter, project, window assignment, materialize — one per file.
@@ -12,6 +13,7 @@
 
 pub mod aggregate;
 pub mod chunk;
+pub mod connector;
 pub mod engine;
 pub mod error;
 pub mod operator;

@@ -1,0 +1,1 @@
+//! The Nexmark generator (being written).
