@@ -629,7 +629,8 @@ impl Engine {
                 ExecError::UndefinedObject(format!("table \"{name}\" does not exist"))
             })?;
             let late_before = table.rows_late();
-            let outcome = table.insert(batch, self.store.as_ref());
+            // DML is one split of its own.
+            let outcome = table.insert(batch, "", self.store.as_ref());
             let outcome = self.abandon_on_error(outcome)?;
             let late = self.tables[name].1.rows_late() - late_before;
             applied += rows - late;

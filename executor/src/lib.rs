@@ -5,6 +5,7 @@
 //! - [`chunk`]: `StreamChunk` (a changelog batch), `Message`, `Barrier`, `Watermark`.
 //! - [`connector`]: where sources' rows come from (Nexmark generator, files, Kafka).
 //! - [`table`]: a table as a source: DML → changelog chunks, watermarks and late rows.
+//! - [`watermark`]: per-split event-time watermarks and lateness.
 //! - [`operator`]: the small `Operator` trait every incremental operator implements.
 //! - [`operators`]: filter, project, window assignment, materialize — one per file.
 //! - [`aggregate`]: keyed incremental aggregation over DataFusion accumulators.
@@ -21,6 +22,7 @@ pub mod operators;
 pub mod pipeline;
 pub mod stats;
 pub mod table;
+pub mod watermark;
 
 pub use chunk::{Barrier, Message, Op, StreamChunk, Watermark};
 pub use engine::{EngineHandle, TableDef, TableKey};

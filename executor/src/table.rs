@@ -16,6 +16,7 @@ use eddy_storage::keys::{table_key, LATE_ROWS_TABLE};
 use eddy_storage::{EpochBatch, RowCodec, Store, TableId};
 use serde::{Deserialize, Serialize};
 
+use crate::watermark::WatermarkTracker;
 use crate::{ExecError, Op, Result, StreamChunk, Watermark};
 
 /// How a table's rows are keyed.
@@ -54,7 +55,7 @@ impl TableDef {
 /// What survives a restart besides the rows (written in every epoch that changed it).
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 struct TableProgress {
-    watermark: Option<i64>,
+    watermark: WatermarkTracker,
     next_row_id: i64,
     rows_in: u64,
     rows_late: u64,
@@ -121,6 +122,7 @@ impl TableRuntime {
         let column = self.def.watermark?.0;
         self.progress
             .watermark
+            .current()
             .map(|value| Watermark { column, value })
     }
 
@@ -136,11 +138,12 @@ impl TableRuntime {
     pub fn insert(
         &mut self,
         batch: RecordBatch,
+        split: &str,
         store: &dyn Store,
     ) -> Result<(Option<StreamChunk>, Option<Watermark>)> {
         self.check_not_null_key(&batch)?;
         self.progress.rows_in += batch.num_rows() as u64;
-        let (batch, watermark) = self.drop_late_rows(batch)?;
+        let (batch, watermark) = self.drop_late_rows(batch, split)?;
         self.progress_dirty = true;
         if batch.num_rows() == 0 {
             return Ok((None, watermark));
@@ -230,51 +233,39 @@ impl TableRuntime {
         Ok(())
     }
 
-    /// Splits off rows below the watermark. The watermark advances row by row in arrival
-    /// order (a running maximum), so a row is judged only against the rows before it.
-    fn drop_late_rows(&mut self, batch: RecordBatch) -> Result<(RecordBatch, Option<Watermark>)> {
+    /// Splits off rows below the watermark (judged row by row, in arrival order, per split).
+    fn drop_late_rows(
+        &mut self,
+        batch: RecordBatch,
+        split: &str,
+    ) -> Result<(RecordBatch, Option<Watermark>)> {
         let Some((column, delay)) = self.def.watermark else {
             return Ok((batch, None));
         };
         let times = to_micros(batch.column(column))?;
-        let mut watermark = self.progress.watermark.unwrap_or(i64::MIN);
-        let mut keep = Vec::with_capacity(times.len());
-        let mut late_rows = Vec::new();
-        // A running maximum is a scan with a carried value; it is one pass over an i64 column.
-        for (i, time) in times.iter().enumerate() {
-            match time {
-                Some(t) if t < watermark => {
-                    keep.push(false);
-                    late_rows.push((i, t, watermark));
-                }
-                Some(t) => {
-                    keep.push(true);
-                    watermark = watermark.max(t.saturating_sub(delay));
-                }
-                // No event time: nothing to judge it by, so it is applied.
-                None => keep.push(true),
-            }
-        }
-        let advanced = (watermark != i64::MIN && Some(watermark) != self.progress.watermark)
-            .then_some(Watermark {
-                column,
-                value: watermark,
-            });
-        if advanced.is_some() {
-            self.progress.watermark = Some(watermark);
-        }
+        let before = self.progress.watermark.current();
+        let late_rows = self.progress.watermark.observe(split, &times, delay);
+        let after = self.progress.watermark.current();
+        let advanced = (after != before)
+            .then_some(after)
+            .flatten()
+            .map(|value| Watermark { column, value });
         if late_rows.is_empty() {
             return Ok((batch, advanced));
         }
         self.progress.rows_late += late_rows.len() as u64;
+        let mut keep = vec![true; batch.num_rows()];
+        for late in &late_rows {
+            keep[late.row] = false;
+        }
         let late_mask = BooleanArray::from(keep.iter().map(|k| !k).collect::<Vec<_>>());
         let late_batch = filter_record_batch(&batch, &late_mask)?;
         let json = rows_as_json(&late_batch)?;
-        for ((_, time, watermark), row) in late_rows.into_iter().zip(json) {
+        for (late, row) in late_rows.into_iter().zip(json) {
             self.late.push(LateRow {
                 object: self.def.name.clone(),
-                event_time: time,
-                watermark,
+                event_time: late.event_time,
+                watermark: late.watermark,
                 row,
             });
         }
