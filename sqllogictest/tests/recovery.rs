@@ -167,10 +167,11 @@ async fn crash_round(eddy: &mut EddyProcess, seed: u64) -> Result<String> {
     ));
     // The delay counts from the first acknowledgement, so that a slow start
     // on a busy machine cannot leave nothing acknowledged at the kill.
-    let acknowledged = first_ack.await.is_ok();
-    if acknowledged {
-        tokio::time::sleep(kill_after).await;
+    if first_ack.await.is_err() {
+        let log = inserter.await?;
+        bail!("the first INSERT failed: {}", describe_pg_error(&log.error));
     }
+    tokio::time::sleep(kill_after).await;
     if inserter.is_finished() {
         let log = inserter.await?;
         bail!(
