@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::physical_expr::PhysicalExpr;
 use eddy_planner::StreamPlan;
-use eddy_storage::keys::{meta_key, FIRST_USER_TABLE};
+use eddy_storage::keys::{meta_key, FIRST_USER_TABLE, LATE_ROWS_TABLE};
 use eddy_storage::{CatalogEntry, EpochBatch, ObjectKind, Store, TableId};
 use tokio::sync::oneshot;
 
@@ -591,6 +591,13 @@ impl Engine {
                     ExecError::UndefinedObject(format!("table \"{name}\" does not exist"))
                 })?;
                 table.drop_progress(&mut self.epoch_writes);
+                // The table's late rows go with it, so a new table of that name starts clean.
+                for (key, value) in self.store.scan_table(LATE_ROWS_TABLE)? {
+                    let late: Option<crate::table::LateRow> = serde_json::from_slice(&value).ok();
+                    if late.is_some_and(|l| l.object == name) {
+                        self.epoch_writes.delete(LATE_ROWS_TABLE, &key);
+                    }
+                }
                 self.remove_entry(&entry)?;
             }
             ObjectKind::MaterializedView => {

@@ -415,10 +415,12 @@ fn parse_create_source(
                     i = next;
                 }
             }
-            _ => return Err(PlanError::Syntax(format!(
+            _ => {
+                return Err(PlanError::Syntax(format!(
                 "unexpected {} in {kind}: expected INCLUDE, WITH (...) or FORMAT ... ENCODE ...",
                 rest[i]
-            ))),
+            )))
+            }
         }
     }
     if !def.options.contains_key("connector") {
