@@ -49,7 +49,7 @@ passed=0
 failed=0
 for file in "${files[@]}"; do
   work="$(mktemp -d)"
-  "$eddy" --listen "127.0.0.1:$port" --data-dir "$work/data" >"$work/eddy.log" 2>&1 &
+  NO_COLOR=1 "$eddy" --listen "127.0.0.1:$port" --data-dir "$work/data" >"$work/eddy.log" 2>&1 &
   pid=$!
   for _ in $(seq 600); do
     accepting && break
