@@ -4,6 +4,7 @@
 //!
 //! - [`chunk`]: `StreamChunk` (a changelog batch), `Message`, `Barrier`, `Watermark`.
 //! - [`connector`]: where sources' rows come from (Nexmark generator, files, Kafka).
+//! - [`feed`]: a running connector: its thread, positions and progress.
 //! - [`table`]: a table as a source: DML → changelog chunks, watermarks and late rows.
 //! - [`watermark`]: per-split event-time watermarks and lateness.
 //! - [`operator`]: the small `Operator` trait every incremental operator implements.
@@ -17,6 +18,7 @@ pub mod chunk;
 pub mod connector;
 pub mod engine;
 pub mod error;
+pub mod feed;
 pub mod operator;
 pub mod operators;
 pub mod pipeline;

@@ -26,5 +26,38 @@ pub struct EngineStats {
     pub epoch: u64,
     pub tables: Vec<TableStats>,
     pub views: Vec<ViewStats>,
+    pub sources: Vec<SourceStats>,
+    pub progress: Vec<SourceProgressStats>,
     pub store_bytes: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SourceStats {
+    pub name: String,
+    pub connector: String,
+    pub sql: String,
+}
+
+/// One split of one running connector, for `eddy_catalog.source_progress`.
+#[derive(Debug, Clone, Default)]
+pub struct SourceProgressStats {
+    /// The source's name.
+    pub source: String,
+    /// The table or view the connector feeds.
+    pub target: String,
+    pub split: String,
+    /// Where the split resumes (the next offset to read).
+    pub position: i64,
+    pub high_watermark: Option<i64>,
+    pub lag_messages: Option<i64>,
+    /// Messages per second.
+    pub rate: f64,
+    pub lag_seconds: Option<f64>,
+    /// Change of the lag in seconds per second (negative: catching up).
+    pub lag_trend: Option<f64>,
+    /// The target's watermark, in microseconds.
+    pub watermark: Option<i64>,
+    pub idle: bool,
+    pub finished: bool,
+    pub last_error: Option<String>,
 }

@@ -37,6 +37,8 @@ pub struct TableDef {
     pub append_only: bool,
     /// The watermark column and its delay in microseconds.
     pub watermark: Option<(usize, i64)>,
+    /// Whether rows are kept (tables) or only streamed on (a view's reader of a source).
+    pub stored: bool,
 }
 
 impl TableDef {
@@ -64,7 +66,11 @@ struct TableProgress {
 /// One row that arrived below the watermark.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LateRow {
+    /// The table, or the view whose reader found the row late.
     pub object: String,
+    /// The table or source the row came from.
+    #[serde(default)]
+    pub source: String,
     /// Event time and watermark at arrival, in microseconds.
     pub event_time: i64,
     pub watermark: i64,
@@ -79,6 +85,8 @@ pub const LATE_ROWS_RETENTION: u64 = 100_000;
 pub struct TableRuntime {
     pub id: TableId,
     pub def: TableDef,
+    /// The name late rows are reported under (the table, or the view reading a source).
+    pub object_name: String,
     key_codec: RowCodec,
     value_codec: RowCodec,
     progress: TableProgress,
@@ -104,6 +112,7 @@ impl TableRuntime {
         };
         Ok(Self {
             id,
+            object_name: def.name.clone(),
             def,
             key_codec,
             value_codec,
@@ -155,11 +164,13 @@ impl TableRuntime {
                     start..start + batch.num_rows() as i64,
                 ));
                 self.progress.next_row_id += batch.num_rows() as i64;
-                let keys = self.key_codec.encode(std::slice::from_ref(&ids))?;
-                let values = self.value_codec.encode(batch.columns())?;
-                for (key, value) in keys.iter().zip(values.iter()) {
-                    self.pending
-                        .insert(key.as_ref().to_vec(), Some(value.as_ref().to_vec()));
+                if self.def.stored {
+                    let keys = self.key_codec.encode(std::slice::from_ref(&ids))?;
+                    let values = self.value_codec.encode(batch.columns())?;
+                    for (key, value) in keys.iter().zip(values.iter()) {
+                        self.pending
+                            .insert(key.as_ref().to_vec(), Some(value.as_ref().to_vec()));
+                    }
                 }
                 StreamChunk::new(
                     vec![Op::Insert; batch.num_rows()],
@@ -263,7 +274,8 @@ impl TableRuntime {
         let json = rows_as_json(&late_batch)?;
         for (late, row) in late_rows.into_iter().zip(json) {
             self.late.push(LateRow {
-                object: self.def.name.clone(),
+                object: self.object_name.clone(),
+                source: self.def.name.clone(),
                 event_time: late.event_time,
                 watermark: late.watermark,
                 row,
@@ -295,6 +307,21 @@ impl TableRuntime {
             .value_codec
             .decode(rows.values().map(|v| v.as_slice()))?;
         Ok((values, keys))
+    }
+
+    /// Declares a split (a partition) that holds the watermark back until it delivers or idles.
+    pub fn register_split(&mut self, split: &str) {
+        if self.def.watermark.is_some() {
+            self.progress.watermark.register_split(split);
+        }
+    }
+
+    /// Marks a split idle or active; returns the new watermark when that advanced it.
+    pub fn set_split_idle(&mut self, split: &str, idle: bool) -> Option<Watermark> {
+        let (column, delay) = self.def.watermark?;
+        let value = self.progress.watermark.set_idle(split, idle, delay)?;
+        self.progress_dirty = true;
+        Some(Watermark { column, value })
     }
 
     /// Every row as a changelog of inserts, for backfilling a new view.

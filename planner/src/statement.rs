@@ -44,6 +44,11 @@ pub enum EddyStatement {
         names: Vec<String>,
         if_exists: bool,
     },
+    /// `DROP SOURCE [IF EXISTS] a, b`.
+    DropSource {
+        names: Vec<String>,
+        if_exists: bool,
+    },
     Flush,
     Recover,
     ShowTables,
@@ -191,6 +196,23 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
     }
     if only(&["SHOW", "SOURCES"]) {
         return Ok(EddyStatement::ShowSources);
+    }
+    if starts_with(&w, &["DROP", "SOURCE"]) {
+        let if_exists = starts_with(&w[2..], &["IF", "EXISTS"]);
+        let rest = &w[if if_exists { 4 } else { 2 }..];
+        let names: Vec<String> = rest
+            .iter()
+            .filter(|(_, word)| word != ",")
+            .map(|(i, _)| match &tokens[*i] {
+                Token::Word(word) if word.quote_style.is_some() => word.value.clone(),
+                Token::Word(word) => word.value.to_lowercase(),
+                other => other.to_string(),
+            })
+            .collect();
+        if names.is_empty() {
+            return Err(PlanError::Syntax("DROP SOURCE needs a name".into()));
+        }
+        return Ok(EddyStatement::DropSource { names, if_exists });
     }
     if starts_with(&w, &["CREATE", "SOURCE"]) {
         return parse_create_source(tokens, &w, false);

@@ -40,7 +40,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    fn command(tag: &str) -> Self {
+    pub(crate) fn command(tag: &str) -> Self {
         Outcome::Command {
             tag: tag.to_string(),
             rows: None,
@@ -49,18 +49,19 @@ impl Outcome {
 }
 
 #[derive(Clone)]
-enum Object {
+pub(crate) enum Object {
     Table(TableDef),
     View,
+    Source(TableDef),
 }
 
 pub struct Database {
-    ctx: SessionContext,
-    engine: EngineHandle,
+    pub(crate) ctx: SessionContext,
+    pub(crate) engine: EngineHandle,
     store: Arc<dyn Store>,
-    objects: RwLock<BTreeMap<String, Object>>,
-    /// Tables by name for the window table functions.
-    window_tables: TableLookup,
+    pub(crate) objects: RwLock<BTreeMap<String, Object>>,
+    /// Tables and sources by name, for the window table functions.
+    pub(crate) window_tables: TableLookup,
 }
 
 pub const DATABASE: &str = "dev";
@@ -129,7 +130,7 @@ impl Database {
                         .await?;
                     let id = entry.table_ids[0];
                     self.engine
-                        .restore(entry, Restore::Table(def.clone()))
+                        .restore(entry, Restore::Table(def.clone(), None))
                         .await?;
                     self.register_table(def, id)?;
                 }
@@ -145,6 +146,7 @@ impl Database {
                     self.engine.restore(entry, Restore::View(plan)).await?;
                     self.register_view(&name, schema, id)?;
                 }
+                EddyStatement::CreateSource(def) => self.restore_source(entry, &def).await?,
                 _ => {
                     return Err(ServerError::internal(format!(
                         "unexpected catalog entry: {}",
@@ -201,7 +203,7 @@ impl Database {
                     .await?;
                 let id = self
                     .engine
-                    .create_table(def.clone(), parsed.sql.clone())
+                    .create_table(def.clone(), None, parsed.sql.clone())
                     .await?;
                 self.register_table(def, id)?;
                 Ok(Outcome::command("CREATE TABLE"))
@@ -243,18 +245,26 @@ impl Database {
                 self.engine.recover().await?;
                 Ok(Outcome::command("RECOVER"))
             }
-            EddyStatement::CreateSource(def) => Err(ServerError::not_supported(format!(
-                "connector '{}' (sources are being built)",
-                def.options.get("connector").map_or("", String::as_str)
-            ))),
-            EddyStatement::ShowSources => Ok(self.show(|_| false)),
+            EddyStatement::CreateSource(def) => self.create_source(def, &parsed.sql).await,
+            EddyStatement::DropSource { names, if_exists } => {
+                self.drop_sources(names, *if_exists).await
+            }
+            EddyStatement::ShowSources => Ok(self.show(|o| matches!(o, Object::Source(_)))),
             EddyStatement::ShowTables => Ok(self.show(|o| matches!(o, Object::Table(_)))),
             EddyStatement::ShowMaterializedViews => Ok(self.show(|o| matches!(o, Object::View))),
             EddyStatement::Sql(statement) => self.execute_sql_statement(statement, params).await,
         }
     }
 
-    fn exists(&self, name: &str) -> bool {
+    pub(crate) fn object(&self, name: &str) -> Option<Object> {
+        self.objects
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    pub(crate) fn exists(&self, name: &str) -> bool {
         self.objects
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -288,7 +298,7 @@ impl Database {
     }
 
     /// Plans a `CREATE TABLE` (with Eddy's clauses already cut out) into a table definition.
-    async fn table_def(
+    pub(crate) async fn table_def(
         &self,
         name: String,
         statement: Statement,
@@ -390,6 +400,7 @@ impl Database {
             key,
             append_only,
             watermark,
+            stored: true,
         })
     }
 
@@ -416,7 +427,7 @@ impl Database {
         Ok(plan_stream(&optimized, self, emit_on_window_close)?)
     }
 
-    fn register_table(&self, def: TableDef, id: TableId) -> Result<()> {
+    pub(crate) fn register_table(&self, def: TableDef, id: TableId) -> Result<()> {
         let provider: Arc<dyn TableProvider> = Arc::new(StoredTable::new(
             self.store.clone(),
             id,
@@ -451,7 +462,7 @@ impl Database {
         Ok(())
     }
 
-    fn deregister(&self, name: &str) -> Result<()> {
+    pub(crate) fn deregister(&self, name: &str) -> Result<()> {
         self.ctx.deregister_table(name)?;
         self.window_tables
             .write()
@@ -504,6 +515,12 @@ impl Database {
                     return Err(ServerError::new(
                         "42809",
                         format!("\"{name}\" is a table: use DROP TABLE"),
+                    ))
+                }
+                (Some(Object::Source(_)), _) => {
+                    return Err(ServerError::new(
+                        "42809",
+                        format!("\"{name}\" is a source: use DROP SOURCE"),
                     ))
                 }
                 _ => {}
@@ -578,6 +595,13 @@ impl Database {
                 "42809",
                 format!(
                     "cannot change materialized view \"{}\": change the tables it reads",
+                    table.table()
+                ),
+            )),
+            Some(Object::Source(_)) => Err(ServerError::new(
+                "42809",
+                format!(
+                    "cannot write to source \"{}\": its rows come from its connector",
                     table.table()
                 ),
             )),
@@ -708,7 +732,7 @@ impl StreamCatalog for Database {
             .unwrap_or_else(|e| e.into_inner())
             .get(table.table())
         {
-            Some(Object::Table(def)) => Some(SourceInfo {
+            Some(Object::Table(def) | Object::Source(def)) => Some(SourceInfo {
                 name: def.name.clone(),
                 key_len: def.key_fields().len(),
                 append_only: def.append_only,

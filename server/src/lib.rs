@@ -4,6 +4,7 @@
 //!
 //! - [`handler`]: pgwire handlers (simple and extended query protocol).
 //! - [`database`]: statement dispatch — DDL and DML to the engine, queries to DataFusion.
+//! - [`sources`]: CREATE SOURCE and connector-fed tables.
 //! - [`provider`]: committed rows as DataFusion tables.
 //! - [`system_tables`]: the `eddy_catalog` schema.
 //! - [`error`]: errors with SQLSTATE codes.
@@ -12,4 +13,5 @@ pub mod database;
 pub mod error;
 pub mod handler;
 pub mod provider;
+pub mod sources;
 pub mod system_tables;

@@ -4,17 +4,26 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{
-    ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+    ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
+    TimestampMicrosecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::catalog::{MemTable, SchemaProvider, TableProvider};
 use datafusion::error::{DataFusionError, Result};
+use eddy_executor::engine::StoredDeadLetter;
 use eddy_executor::table::LateRow;
 use eddy_executor::EngineHandle;
-use eddy_storage::keys::LATE_ROWS_TABLE;
+use eddy_storage::keys::{LATE_ROWS_TABLE, SOURCE_ERRORS_TABLE};
 use eddy_storage::Store;
 
-const TABLES: &[&str] = &["late_rows", "materialized_views", "tables"];
+const TABLES: &[&str] = &[
+    "late_rows",
+    "materialized_views",
+    "source_errors",
+    "source_progress",
+    "sources",
+    "tables",
+];
 
 pub struct SystemSchema {
     engine: EngineHandle,
@@ -106,6 +115,7 @@ impl SystemSchema {
         batch(vec![
             ("seq", ints(seqs.into_iter())),
             ("object", strings(late.iter().map(|r| r.object.clone()))),
+            ("source", strings(late.iter().map(|r| r.source.clone()))),
             (
                 "event_time",
                 timestamps(late.iter().map(|r| Some(r.event_time))),
@@ -115,6 +125,85 @@ impl SystemSchema {
                 timestamps(late.iter().map(|r| Some(r.watermark))),
             ),
             ("row", strings(late.iter().map(|r| r.row.clone()))),
+        ])
+    }
+}
+
+impl SystemSchema {
+    fn sources(&self) -> Result<RecordBatch> {
+        let stats = self.engine.stats();
+        let s = &stats.sources;
+        batch(vec![
+            ("name", strings(s.iter().map(|s| s.name.clone()))),
+            ("connector", strings(s.iter().map(|s| s.connector.clone()))),
+            ("definition", strings(s.iter().map(|s| s.sql.clone()))),
+        ])
+    }
+
+    fn source_progress(&self) -> Result<RecordBatch> {
+        let stats = self.engine.stats();
+        let p = &stats.progress;
+        let floats =
+            |values: Vec<Option<f64>>| -> ArrayRef { Arc::new(Float64Array::from(values)) };
+        batch(vec![
+            ("source", strings(p.iter().map(|p| p.source.clone()))),
+            ("target", strings(p.iter().map(|p| p.target.clone()))),
+            ("split", strings(p.iter().map(|p| p.split.clone()))),
+            ("committed_offset", ints(p.iter().map(|p| Some(p.position)))),
+            ("high_watermark", ints(p.iter().map(|p| p.high_watermark))),
+            ("lag_messages", ints(p.iter().map(|p| p.lag_messages))),
+            ("rate", floats(p.iter().map(|p| Some(p.rate)).collect())),
+            (
+                "lag_seconds",
+                floats(p.iter().map(|p| p.lag_seconds).collect()),
+            ),
+            ("lag_trend", floats(p.iter().map(|p| p.lag_trend).collect())),
+            ("watermark", timestamps(p.iter().map(|p| p.watermark))),
+            (
+                "idle",
+                Arc::new(BooleanArray::from(
+                    p.iter().map(|p| p.idle).collect::<Vec<_>>(),
+                )),
+            ),
+            (
+                "finished",
+                Arc::new(BooleanArray::from(
+                    p.iter().map(|p| p.finished).collect::<Vec<_>>(),
+                )),
+            ),
+            (
+                "last_error",
+                Arc::new(StringArray::from(
+                    p.iter().map(|p| p.last_error.clone()).collect::<Vec<_>>(),
+                )),
+            ),
+        ])
+    }
+
+    fn source_errors(&self) -> Result<RecordBatch> {
+        let rows = self
+            .store
+            .scan_table(SOURCE_ERRORS_TABLE)
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let mut letters = Vec::with_capacity(rows.len());
+        for (_, value) in rows {
+            let letter: StoredDeadLetter = serde_json::from_slice(&value)
+                .map_err(|e| DataFusionError::External(Box::new(e)))?;
+            letters.push(letter);
+        }
+        batch(vec![
+            ("source", strings(letters.iter().map(|l| l.source.clone()))),
+            ("split", strings(letters.iter().map(|l| l.split.clone()))),
+            ("offset", ints(letters.iter().map(|l| Some(l.position)))),
+            ("error", strings(letters.iter().map(|l| l.error.clone()))),
+            (
+                "payload",
+                strings(letters.iter().map(|l| l.payload.clone())),
+            ),
+            (
+                "read_at",
+                timestamps(letters.iter().map(|l| Some(l.read_at))),
+            ),
         ])
     }
 }
@@ -159,6 +248,9 @@ impl SchemaProvider for SystemSchema {
             "tables" => self.tables()?,
             "materialized_views" => self.materialized_views()?,
             "late_rows" => self.late_rows()?,
+            "sources" => self.sources()?,
+            "source_progress" => self.source_progress()?,
+            "source_errors" => self.source_errors()?,
             _ => return Ok(None),
         };
         Ok(Some(Arc::new(MemTable::try_new(

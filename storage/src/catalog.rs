@@ -12,6 +12,7 @@ use crate::{EpochBatch, Result, Store};
 pub enum ObjectKind {
     Table,
     MaterializedView,
+    Source,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

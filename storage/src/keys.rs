@@ -10,6 +10,8 @@ pub const CATALOG_TABLE: TableId = 0;
 pub const META_TABLE: TableId = 1;
 /// Rows that arrived below their watermark (`eddy_catalog.late_rows`).
 pub const LATE_ROWS_TABLE: TableId = 2;
+/// Messages a source could not decode (`eddy_catalog.source_errors`).
+pub const SOURCE_ERRORS_TABLE: TableId = 3;
 /// The first id handed out to user objects; everything below is reserved.
 pub const FIRST_USER_TABLE: TableId = 16;
 

@@ -1,3 +1,223 @@
 //! Connectors: where a source's rows come from (Nexmark generator, files, Kafka).
+//!
+//! A connector runs on its own thread and sends [`SourceEvent`]s over a bounded channel: when
+//! the pipeline is behind, `send` blocks and reading pauses (backpressure), so memory stays
+//! bounded. Each batch says which split it came from and where that split resumes; the engine
+//! commits those positions in the same epoch as the state they produced (exactly-once), and a
+//! restarted connector starts from them.
 
+pub mod decode;
+pub mod file;
+pub mod generator;
 pub mod nexmark;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{SendTimeoutError, Sender};
+use datafusion::arrow::array::{
+    ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
+use datafusion::arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use eddy_planner::statement::IncludeKind;
+
+use crate::{ExecError, Result};
+
+/// How many batches may wait between a connector and the engine.
+pub const CHANNEL_BATCHES: usize = 4;
+
+/// Rows read from one split, and where the split resumes after them.
+#[derive(Debug)]
+pub struct SourceBatch {
+    pub split: String,
+    /// Rows in the source's schema (declared columns, then INCLUDE columns).
+    pub rows: RecordBatch,
+    /// The position to resume the split from (Kafka: next offset; file: byte offset;
+    /// generator: next event number).
+    pub next_position: i64,
+    /// Messages that could not be decoded, in order.
+    pub dead_letters: Vec<DeadLetter>,
+}
+
+/// A message that could not be decoded: kept in `eddy_catalog.source_errors`.
+#[derive(Debug, Clone)]
+pub struct DeadLetter {
+    pub split: String,
+    pub position: i64,
+    pub error: String,
+    pub payload: Vec<u8>,
+}
+
+/// What a connector reports besides rows.
+#[derive(Debug)]
+pub enum SourceEvent {
+    Batch(SourceBatch),
+    /// The splits the connector reads and, where known, how far each goes (Kafka high-water
+    /// offsets), for `eddy_catalog.source_progress`.
+    Splits(Vec<(String, Option<i64>)>),
+    /// The connector hit an error it retries (a broker that went away).
+    Error(String),
+    /// The connector read everything it will ever read (a file read once, a bounded generator).
+    Finished,
+}
+
+/// The encoding of messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Encode {
+    Json,
+    Csv { delimiter: u8, header: bool },
+}
+
+/// Everything a connector needs to know about its source.
+#[derive(Debug, Clone)]
+pub struct SourceSpec {
+    pub name: String,
+    pub connector: String,
+    /// `WITH (...)` options, keys lower-cased.
+    pub options: BTreeMap<String, String>,
+    pub encode: Encode,
+    /// `FORMAT UPSERT`: the message key is the primary key and a null value deletes it.
+    pub upsert: bool,
+    /// The columns decoded from message payloads.
+    pub payload_schema: SchemaRef,
+    /// The source's full schema: payload columns then INCLUDE columns.
+    pub schema: SchemaRef,
+    /// INCLUDE columns, in order after the payload columns.
+    pub includes: Vec<IncludeKind>,
+}
+
+impl SourceSpec {
+    pub fn option(&self, key: &str) -> Option<&str> {
+        self.options.get(key).map(String::as_str)
+    }
+
+    pub fn required(&self, key: &str) -> Result<&str> {
+        self.option(key).ok_or_else(|| {
+            ExecError::NotSupported(format!(
+                "source \"{}\": connector '{}' needs the option {key}",
+                self.name, self.connector
+            ))
+        })
+    }
+}
+
+/// The channel end and stop flag a running connector gets.
+#[derive(Clone)]
+pub struct ConnectorContext {
+    pub events: Sender<SourceEvent>,
+    pub stop: Arc<AtomicBool>,
+    /// Committed positions per split (absent: start by the source's startup mode).
+    pub positions: BTreeMap<String, i64>,
+}
+
+impl ConnectorContext {
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Sends an event, waiting while the engine is behind (backpressure). Returns false when
+    /// the connector should stop.
+    pub fn send(&self, mut event: SourceEvent) -> bool {
+        loop {
+            if self.stopped() {
+                return false;
+            }
+            match self.events.send_timeout(event, Duration::from_millis(100)) {
+                Ok(()) => return true,
+                Err(SendTimeoutError::Timeout(back)) => event = back,
+                Err(SendTimeoutError::Disconnected(_)) => return false,
+            }
+        }
+    }
+
+    /// Sleeps up to `duration`, waking early when asked to stop. Returns false when stopping.
+    pub fn sleep(&self, duration: Duration) -> bool {
+        let step = Duration::from_millis(20);
+        let mut left = duration;
+        while !left.is_zero() {
+            if self.stopped() {
+                return false;
+            }
+            let now = left.min(step);
+            std::thread::sleep(now);
+            left -= now;
+        }
+        !self.stopped()
+    }
+}
+
+/// A reader of one source; runs on its own thread until stopped or finished.
+pub trait Connector: Send {
+    fn run(self: Box<Self>, context: ConnectorContext);
+}
+
+/// Per-message metadata for INCLUDE columns (parallel to the decoded rows).
+#[derive(Debug, Default)]
+pub struct MessageMeta {
+    pub partition: Option<i32>,
+    pub offsets: Vec<i64>,
+    /// Message keys (empty: none).
+    pub keys: Vec<Option<Vec<u8>>>,
+    /// Message timestamps in epoch milliseconds (empty: none).
+    pub timestamps: Vec<Option<i64>>,
+}
+
+/// The Arrow type of an INCLUDE column.
+pub fn include_type(kind: IncludeKind) -> DataType {
+    match kind {
+        IncludeKind::Key => DataType::Utf8,
+        IncludeKind::Partition => DataType::Int32,
+        IncludeKind::Offset => DataType::Int64,
+        IncludeKind::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
+    }
+}
+
+/// Appends the INCLUDE columns to decoded payload rows, giving the source's full schema.
+pub fn with_includes(
+    spec: &SourceSpec,
+    rows: RecordBatch,
+    meta: &MessageMeta,
+) -> Result<RecordBatch> {
+    let n = rows.num_rows();
+    let mut columns = rows.columns().to_vec();
+    for kind in &spec.includes {
+        let column: ArrayRef = match kind {
+            IncludeKind::Key => Arc::new(StringArray::from_iter((0..n).map(|i| {
+                meta.keys
+                    .get(i)
+                    .and_then(|k| k.as_ref())
+                    .map(|k| String::from_utf8_lossy(k).into_owned())
+            }))),
+            IncludeKind::Partition => Arc::new(Int32Array::from(vec![meta.partition; n])),
+            IncludeKind::Offset => Arc::new(Int64Array::from_iter(
+                (0..n).map(|i| meta.offsets.get(i).copied()),
+            )),
+            IncludeKind::Timestamp => Arc::new(
+                TimestampMicrosecondArray::from_iter((0..n).map(|i| {
+                    meta.timestamps
+                        .get(i)
+                        .copied()
+                        .flatten()
+                        .map(|ms| ms * 1000)
+                }))
+                .with_timezone("+00:00"),
+            ),
+        };
+        columns.push(column);
+    }
+    Ok(RecordBatch::try_new(spec.schema.clone(), columns)?)
+}
+
+/// Checks a source's options and builds its connector (also used at CREATE time, so a bad
+/// option or an unreachable broker is reported to the user right away).
+pub fn build(spec: &SourceSpec) -> Result<Box<dyn Connector>> {
+    match spec.connector.as_str() {
+        "nexmark" => Ok(Box::new(generator::NexmarkConnector::new(spec)?)),
+        "file" => Ok(Box::new(file::FileConnector::new(spec)?)),
+        other => Err(ExecError::NotSupported(format!(
+            "connector '{other}' (available: nexmark, file)"
+        ))),
+    }
+}

@@ -8,10 +8,10 @@
 //! checkpoint interval while anything is uncommitted.
 
 use std::collections::BTreeMap;
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::{unbounded, Receiver, Select, Sender};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::physical_expr::PhysicalExpr;
 use eddy_planner::StreamPlan;
@@ -19,25 +19,47 @@ use eddy_storage::keys::{meta_key, FIRST_USER_TABLE, LATE_ROWS_TABLE};
 use eddy_storage::{CatalogEntry, EpochBatch, ObjectKind, Store, TableId};
 use tokio::sync::oneshot;
 
+use crate::connector::{SourceEvent, SourceSpec};
+use crate::feed::Feed;
 use crate::pipeline::Pipeline;
 use crate::stats::{EngineStats, TableStats, ViewStats};
 use crate::table::TableRuntime;
+mod sources;
+
+pub use sources::StoredDeadLetter;
+
 pub use crate::table::{TableDef, TableKey};
 use crate::{Barrier, ExecError, Message, Result};
 
 type Reply<T> = oneshot::Sender<Result<T>>;
 
-/// A table or view to bring back from the catalog, already planned.
+/// A table, source or view to bring back from the catalog, already planned.
 pub enum Restore {
-    Table(TableDef),
+    /// A table; with a connector spec when a connector feeds it.
+    Table(TableDef, Option<SourceSpec>),
+    Source(SourceDefinition),
     View(StreamPlan),
+}
+
+/// A `CREATE SOURCE`: what its connector reads, and the shape of its rows as a table. Each
+/// view over a source gets its own reader, with that table's lateness and keys.
+#[derive(Debug, Clone)]
+pub struct SourceDefinition {
+    pub spec: SourceSpec,
+    pub table: TableDef,
 }
 
 enum Command {
     CreateTable {
         def: TableDef,
+        feed: Option<SourceSpec>,
         sql: String,
         reply: Reply<TableId>,
+    },
+    CreateSource {
+        def: SourceDefinition,
+        sql: String,
+        reply: Reply<()>,
     },
     CreateView {
         name: String,
@@ -85,14 +107,14 @@ enum Command {
 /// The server's handle on the engine thread.
 #[derive(Clone)]
 pub struct EngineHandle {
-    tx: mpsc::Sender<Command>,
+    tx: Sender<Command>,
     stats: Arc<RwLock<EngineStats>>,
 }
 
 impl EngineHandle {
     /// Starts the engine thread over `store`, with a barrier at least every `interval`.
     pub fn start(store: Arc<dyn Store>, interval: Duration) -> Result<Self> {
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = unbounded();
         let stats = Arc::new(RwLock::new(EngineStats::default()));
         let mut engine = Engine::new(store, stats.clone())?;
         std::thread::Builder::new()
@@ -108,8 +130,23 @@ impl EngineHandle {
         rx.await.map_err(|_| ExecError::Stopped)?
     }
 
-    pub async fn create_table(&self, def: TableDef, sql: String) -> Result<TableId> {
-        self.request(|reply| Command::CreateTable { def, sql, reply })
+    pub async fn create_table(
+        &self,
+        def: TableDef,
+        feed: Option<SourceSpec>,
+        sql: String,
+    ) -> Result<TableId> {
+        self.request(|reply| Command::CreateTable {
+            def,
+            feed,
+            sql,
+            reply,
+        })
+        .await
+    }
+
+    pub async fn create_source(&self, def: SourceDefinition, sql: String) -> Result<()> {
+        self.request(|reply| Command::CreateSource { def, sql, reply })
             .await
     }
 
@@ -203,6 +240,9 @@ struct ViewRuntime {
     entry: CatalogEntry,
     plan: StreamPlan,
     pipeline: Pipeline,
+    /// For a view over a source: its own reader's table (rows not stored), fed by the feed
+    /// of the view's name.
+    feed_table: Option<TableRuntime>,
 }
 
 /// Counters kept in the meta table.
@@ -212,6 +252,8 @@ struct Counters {
     next_table_id: TableId,
     next_catalog_seq: u64,
     late_seq: u64,
+    #[serde(default)]
+    error_seq: u64,
 }
 
 const COUNTERS: &str = "counters";
@@ -222,13 +264,28 @@ struct Engine {
     counters: Counters,
     tables: BTreeMap<String, (CatalogEntry, TableRuntime)>,
     views: BTreeMap<String, ViewRuntime>,
+    sources: BTreeMap<String, (CatalogEntry, SourceDefinition)>,
+    /// Running connectors, by the table or view they feed.
+    feeds: BTreeMap<String, Feed>,
     /// Writes of the current epoch that no operator owns (catalog changes, dropped ranges).
     epoch_writes: EpochBatch,
     /// Whether anything changed since the last commit.
     dirty: bool,
     /// Replies to send once the current epoch is committed.
     acks: Vec<Box<dyn FnOnce(Result<()>) + Send>>,
+    /// FLUSHes waiting for feeds to catch up with their sources.
+    flushes: Vec<PendingFlush>,
 }
+
+/// A FLUSH over running feeds: done when each feed reaches what its source held then.
+struct PendingFlush {
+    reply: Reply<u64>,
+    targets: BTreeMap<String, crate::feed::FlushTarget>,
+    since: Instant,
+}
+
+/// How long a FLUSH waits for sources before it reports which one is behind.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Engine {
     fn new(store: Arc<dyn Store>, stats: Arc<RwLock<EngineStats>>) -> Result<Self> {
@@ -239,9 +296,12 @@ impl Engine {
             counters,
             tables: BTreeMap::new(),
             views: BTreeMap::new(),
+            sources: BTreeMap::new(),
+            feeds: BTreeMap::new(),
             epoch_writes: EpochBatch::default(),
             dirty: false,
             acks: Vec::new(),
+            flushes: Vec::new(),
         })
     }
 
@@ -257,38 +317,74 @@ impl Engine {
         })
     }
 
-    fn run(&mut self, rx: mpsc::Receiver<Command>, interval: Duration) {
+    fn run(&mut self, rx: Receiver<Command>, interval: Duration) {
         let mut last_commit = Instant::now();
+        let mut last_tick = Instant::now();
         loop {
-            let wait = interval.saturating_sub(last_commit.elapsed());
-            let first = match rx.recv_timeout(wait) {
-                Ok(command) => Some(command),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => {
-                    let _ = self.commit();
-                    return;
-                }
-            };
+            let wait = interval
+                .saturating_sub(last_commit.elapsed())
+                .min(Duration::from_millis(200));
+            // Wait for a command or a batch from any feed, whichever comes first.
+            let feeds: Vec<(String, Receiver<SourceEvent>)> = self
+                .feeds
+                .iter()
+                .map(|(name, feed)| (name.clone(), feed.events.clone()))
+                .collect();
+            let mut select = Select::new();
+            let commands = select.recv(&rx);
+            for (_, events) in &feeds {
+                select.recv(events);
+            }
             let mut stop = None;
-            // Group commit: take everything already queued into this epoch.
-            for command in first
-                .into_iter()
-                .chain(std::iter::from_fn(|| rx.try_recv().ok()).take(10_000))
-            {
-                if let Command::Shutdown { reply } = command {
-                    stop = Some(reply);
-                    break;
+            match select.select_timeout(wait) {
+                Ok(operation) if operation.index() == commands => match operation.recv(&rx) {
+                    Ok(Command::Shutdown { reply }) => stop = Some(reply),
+                    Ok(command) => self.handle(command),
+                    Err(_) => {
+                        let _ = self.commit();
+                        return;
+                    }
+                },
+                Ok(operation) => {
+                    let (name, events) = &feeds[operation.index() - 1];
+                    if let Ok(event) = operation.recv(events) {
+                        self.on_source_event(name, event);
+                    }
                 }
-                self.handle(command);
+                Err(_) => {}
+            }
+            // Group commit: take everything already queued into this epoch.
+            while stop.is_none() {
+                match rx.try_recv() {
+                    Ok(Command::Shutdown { reply }) => stop = Some(reply),
+                    Ok(command) => self.handle(command),
+                    Err(_) => break,
+                }
+            }
+            // Bounded work per round, so commands and commits are never starved.
+            for (name, events) in &feeds {
+                for _ in 0..crate::connector::CHANNEL_BATCHES {
+                    match events.try_recv() {
+                        Ok(event) => self.on_source_event(name, event),
+                        Err(_) => break,
+                    }
+                }
+            }
+            self.check_flushes();
+            if last_tick.elapsed() >= Duration::from_millis(200) {
+                self.tick_feeds();
+                last_tick = Instant::now();
             }
             let due = last_commit.elapsed() >= interval;
             if !self.acks.is_empty() || (self.dirty && due) || stop.is_some() {
                 self.commit_and_ack();
                 last_commit = Instant::now();
             } else if due {
+                self.publish_stats();
                 last_commit = Instant::now();
             }
             if let Some(reply) = stop {
+                self.feeds.clear();
                 let _ = reply.send(Ok(()));
                 return;
             }
@@ -298,8 +394,17 @@ impl Engine {
     /// Runs a command. Its reply waits for the commit when it changed anything.
     fn handle(&mut self, command: Command) {
         match command {
-            Command::CreateTable { def, sql, reply } => {
-                let result = self.create_table(def, sql);
+            Command::CreateTable {
+                def,
+                feed,
+                sql,
+                reply,
+            } => {
+                let result = self.create_table(def, feed, sql);
+                self.ack_after_commit(reply, result);
+            }
+            Command::CreateSource { def, sql, reply } => {
+                let result = self.create_source(def, sql);
                 self.ack_after_commit(reply, result);
             }
             Command::CreateView {
@@ -352,8 +457,22 @@ impl Engine {
             }
             Command::Flush { reply } => {
                 self.dirty = true;
-                let epoch = self.counters.epoch + 1;
-                self.ack_after_commit(reply, Ok(epoch));
+                if self.feeds.is_empty() {
+                    let epoch = self.counters.epoch + 1;
+                    self.ack_after_commit(reply, Ok(epoch));
+                } else {
+                    // Wait until every feed has taken in what its source held at this moment.
+                    let targets = self
+                        .feeds
+                        .iter()
+                        .map(|(name, feed)| (name.clone(), feed.flush_target()))
+                        .collect();
+                    self.flushes.push(PendingFlush {
+                        reply,
+                        targets,
+                        since: Instant::now(),
+                    });
+                }
             }
             Command::Recover { reply } => {
                 self.fail_pending("the epoch was abandoned by RECOVER");
@@ -377,6 +496,37 @@ impl Engine {
                 let _ = reply.send(Err(error));
             }
         }
+    }
+
+    /// Moves FLUSHes whose feeds have caught up into this epoch's acknowledgements.
+    fn check_flushes(&mut self) {
+        if self.flushes.is_empty() {
+            return;
+        }
+        let mut waiting = Vec::new();
+        for flush in std::mem::take(&mut self.flushes) {
+            let behind = flush.targets.iter().find(|(name, target)| {
+                self.feeds
+                    .get(*name)
+                    .is_some_and(|feed| !feed.reached(target))
+            });
+            match behind {
+                None => {
+                    let epoch = self.counters.epoch + 1;
+                    self.ack_after_commit(flush.reply, Ok(epoch));
+                }
+                Some((name, _)) if flush.since.elapsed() >= FLUSH_TIMEOUT => {
+                    let error = self.feeds.get(name).and_then(|f| f.last_error.clone());
+                    let _ = flush.reply.send(Err(ExecError::NotSupported(format!(
+                        "FLUSH gave up after {}s waiting for the source feeding \"{name}\"{}",
+                        FLUSH_TIMEOUT.as_secs(),
+                        error.map_or(String::new(), |e| format!(" (last error: {e})"))
+                    ))));
+                }
+                Some(_) => waiting.push(flush),
+            }
+        }
+        self.flushes = waiting;
     }
 
     fn fail_pending(&mut self, why: &str) {
@@ -405,7 +555,8 @@ impl Engine {
         }
     }
 
-    /// Runs a barrier through every pipeline and commits the epoch atomically.
+    /// Runs a barrier through every pipeline and commits the epoch atomically: rows, state,
+    /// watermarks, late rows, source positions and dead letters together.
     fn commit(&mut self) -> Result<()> {
         let epoch = self.counters.epoch + 1;
         let barrier = Barrier { epoch };
@@ -414,7 +565,21 @@ impl Engine {
             table.commit(&mut batch, &mut self.counters.late_seq)?;
         }
         for view in self.views.values_mut() {
+            if let Some(table) = &mut view.feed_table {
+                table.commit(&mut batch, &mut self.counters.late_seq)?;
+            }
             view.pipeline.push(Message::Barrier(barrier), &mut batch)?;
+        }
+        for feed in self.feeds.values_mut() {
+            feed.commit(&mut batch)?;
+            for letter in std::mem::take(&mut feed.dead_letters) {
+                sources::write_dead_letter(
+                    &mut batch,
+                    &mut self.counters.error_seq,
+                    &feed.spec.name,
+                    letter,
+                )?;
+            }
         }
         let mut counters = self.counters;
         counters.epoch = epoch;
@@ -429,16 +594,33 @@ impl Engine {
         Ok(())
     }
 
-    /// Forgets everything uncommitted and rebuilds tables and pipelines from the store.
+    /// Forgets everything uncommitted and rebuilds tables, pipelines and connectors from the
+    /// store; connectors resume from their committed positions.
     fn reload(&mut self) -> Result<()> {
         self.epoch_writes = EpochBatch::default();
         self.dirty = false;
         self.counters = Self::load_counters(self.store.as_ref())?;
+        let table_feeds: BTreeMap<String, SourceSpec> = std::mem::take(&mut self.feeds)
+            .into_iter()
+            .map(|(name, mut feed)| {
+                feed.stop();
+                (name, feed.spec.clone())
+            })
+            .collect();
         let tables = std::mem::take(&mut self.tables);
         let views = std::mem::take(&mut self.views);
+        let sources = std::mem::take(&mut self.sources);
         let mut entries: Vec<(CatalogEntry, Restore)> = tables
             .into_values()
-            .map(|(entry, table)| (entry, Restore::Table(table.def)))
+            .map(|(entry, table)| {
+                let feed = table_feeds.get(&entry.name).cloned();
+                (entry, Restore::Table(table.def, feed))
+            })
+            .chain(
+                sources
+                    .into_values()
+                    .map(|(entry, def)| (entry, Restore::Source(def))),
+            )
             .chain(
                 views
                     .into_values()
@@ -455,18 +637,27 @@ impl Engine {
 
     fn restore(&mut self, entry: CatalogEntry, object: Restore) -> Result<()> {
         match object {
-            Restore::Table(def) => {
-                let table = TableRuntime::open(entry.table_ids[0], def, self.store.as_ref())?;
+            Restore::Table(def, feed) => {
+                let id = entry.table_ids[0];
+                let table = TableRuntime::open(id, def, self.store.as_ref())?;
+                if let Some(spec) = feed {
+                    self.start_feed(&entry.name, spec, id, &table)?;
+                }
                 self.tables.insert(entry.name.clone(), (entry, table));
+            }
+            Restore::Source(def) => {
+                self.sources.insert(entry.name.clone(), (entry, def));
             }
             Restore::View(plan) => {
                 let pipeline = self.build_pipeline(&plan, &entry.table_ids)?;
+                let feed_table = self.open_view_feed(&entry.name, &plan, &entry.table_ids)?;
                 self.views.insert(
                     entry.name.clone(),
                     ViewRuntime {
                         entry,
                         plan,
                         pipeline,
+                        feed_table,
                     },
                 );
             }
@@ -476,20 +667,32 @@ impl Engine {
     }
 
     fn build_pipeline(&self, plan: &StreamPlan, table_ids: &[TableId]) -> Result<Pipeline> {
-        let (_, table) = self.tables.get(&plan.source.name).ok_or_else(|| {
-            ExecError::UndefinedObject(format!("table \"{}\" does not exist", plan.source.name))
-        })?;
+        let def = match (
+            self.tables.get(&plan.source.name),
+            self.sources.get(&plan.source.name),
+        ) {
+            (Some((_, table)), _) => &table.def,
+            (None, Some((_, source))) => &source.table,
+            (None, None) => {
+                return Err(ExecError::UndefinedObject(format!(
+                    "table \"{}\" does not exist",
+                    plan.source.name
+                )))
+            }
+        };
         Pipeline::build(
             plan,
-            &table.def.schema,
-            table.def.key_fields(),
+            &def.schema,
+            def.key_fields(),
             table_ids,
             self.store.as_ref(),
         )
     }
 
     fn name_taken(&self, name: &str) -> bool {
-        self.tables.contains_key(name) || self.views.contains_key(name)
+        self.tables.contains_key(name)
+            || self.views.contains_key(name)
+            || self.sources.contains_key(name)
     }
 
     fn new_entry(
@@ -515,7 +718,12 @@ impl Engine {
         Ok(entry)
     }
 
-    fn create_table(&mut self, def: TableDef, sql: String) -> Result<TableId> {
+    fn create_table(
+        &mut self,
+        def: TableDef,
+        feed: Option<SourceSpec>,
+        sql: String,
+    ) -> Result<TableId> {
         if self.name_taken(&def.name) {
             return Err(ExecError::DuplicateObject(format!(
                 "relation \"{}\" already exists",
@@ -525,6 +733,9 @@ impl Engine {
         let entry = self.new_entry(ObjectKind::Table, def.name.clone(), sql, 1)?;
         let id = entry.table_ids[0];
         let table = TableRuntime::open(id, def, self.store.as_ref())?;
+        if let Some(spec) = feed {
+            self.start_feed(&entry.name, spec, id, &table)?;
+        }
         self.tables.insert(entry.name.clone(), (entry, table));
         Ok(id)
     }
@@ -535,21 +746,25 @@ impl Engine {
                 "relation \"{name}\" already exists"
             )));
         }
-        let ids = Pipeline::table_ids_needed(&plan);
+        let over_source = self.sources.contains_key(&plan.source.name);
+        // A view over a source also keeps its reader's progress under an id of its own.
+        let ids = Pipeline::table_ids_needed(&plan) + usize::from(over_source);
         let first_id = self.counters.next_table_id;
         let table_ids: Vec<TableId> = (0..ids as TableId).map(|i| first_id + i).collect();
         let mut pipeline = self.build_pipeline(&plan, &table_ids)?;
-        // Backfill: the view starts from every row the table holds now, then its watermark.
-        let (_, table) = &self.tables[&plan.source.name];
-        let snapshot = table.snapshot(self.store.as_ref())?;
-        let watermark = table.watermark();
-        let mut scratch = EpochBatch::default();
-        if let Some(chunk) = snapshot {
-            pipeline.push(Message::Chunk(chunk), &mut scratch)?;
+        if let Some((_, table)) = self.tables.get(&plan.source.name) {
+            // Backfill: the view starts from every row the table holds now, then its watermark.
+            let snapshot = table.snapshot(self.store.as_ref())?;
+            let watermark = table.watermark();
+            let mut scratch = EpochBatch::default();
+            if let Some(chunk) = snapshot {
+                pipeline.push(Message::Chunk(chunk), &mut scratch)?;
+            }
+            if let Some(watermark) = watermark {
+                pipeline.push(Message::Watermark(watermark), &mut scratch)?;
+            }
         }
-        if let Some(watermark) = watermark {
-            pipeline.push(Message::Watermark(watermark), &mut scratch)?;
-        }
+        let feed_table = self.open_view_feed(&name, &plan, &table_ids)?;
         let entry = self.new_entry(ObjectKind::MaterializedView, name.clone(), sql, ids)?;
         debug_assert_eq!(entry.table_ids, table_ids);
         self.views.insert(
@@ -558,63 +773,82 @@ impl Engine {
                 entry,
                 plan,
                 pipeline,
+                feed_table,
             },
         );
         Ok(first_id)
     }
 
     fn drop_object(&mut self, kind: ObjectKind, name: &str) -> Result<()> {
-        match kind {
+        let wrong_kind = |actual: &str, statement: &str| {
+            ExecError::NotSupported(format!("\"{name}\" is a {actual}: use {statement}"))
+        };
+        if kind != ObjectKind::MaterializedView && self.views.contains_key(name) {
+            return Err(wrong_kind("materialized view", "DROP MATERIALIZED VIEW"));
+        }
+        if kind != ObjectKind::Table && self.tables.contains_key(name) {
+            return Err(wrong_kind("table", "DROP TABLE"));
+        }
+        if kind != ObjectKind::Source && self.sources.contains_key(name) {
+            return Err(wrong_kind("source", "DROP SOURCE"));
+        }
+        if kind != ObjectKind::MaterializedView {
+            let dependents: Vec<String> = self
+                .views
+                .values()
+                .filter(|v| v.plan.source.name == name)
+                .map(|v| format!("\"{}\"", v.entry.name))
+                .collect();
+            if !dependents.is_empty() {
+                let what = if kind == ObjectKind::Table {
+                    "table"
+                } else {
+                    "source"
+                };
+                return Err(ExecError::DependentObjects(format!(
+                    "cannot drop {what} \"{name}\" because materialized view {} depends on it",
+                    dependents.join(", ")
+                )));
+            }
+        }
+        let entry = match kind {
             ObjectKind::Table => {
-                if self.views.contains_key(name) {
-                    return Err(ExecError::NotSupported(format!(
-                        "\"{name}\" is a materialized view: use DROP MATERIALIZED VIEW"
-                    )));
-                }
-                let dependents: Vec<&str> = self
-                    .views
-                    .values()
-                    .filter(|v| v.plan.source.name == name)
-                    .map(|v| v.entry.name.as_str())
-                    .collect();
-                if !dependents.is_empty() {
-                    return Err(ExecError::DependentObjects(format!(
-                        "cannot drop table \"{name}\" because materialized view {} depends on it",
-                        dependents
-                            .iter()
-                            .map(|d| format!("\"{d}\""))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )));
-                }
                 let (entry, table) = self.tables.remove(name).ok_or_else(|| {
                     ExecError::UndefinedObject(format!("table \"{name}\" does not exist"))
                 })?;
                 table.drop_progress(&mut self.epoch_writes);
-                // The table's late rows go with it, so a new table of that name starts clean.
-                for (key, value) in self.store.scan_table(LATE_ROWS_TABLE)? {
-                    let late: Option<crate::table::LateRow> = serde_json::from_slice(&value).ok();
-                    if late.is_some_and(|l| l.object == name) {
-                        self.epoch_writes.delete(LATE_ROWS_TABLE, &key);
-                    }
-                }
-                self.remove_entry(&entry)?;
+                entry
+            }
+            ObjectKind::Source => {
+                let (entry, _) = self.sources.remove(name).ok_or_else(|| {
+                    ExecError::UndefinedObject(format!("source \"{name}\" does not exist"))
+                })?;
+                entry
             }
             ObjectKind::MaterializedView => {
-                if self.tables.contains_key(name) {
-                    return Err(ExecError::NotSupported(format!(
-                        "\"{name}\" is a table: use DROP TABLE"
-                    )));
-                }
                 let view = self.views.remove(name).ok_or_else(|| {
                     ExecError::UndefinedObject(format!(
                         "materialized view \"{name}\" does not exist"
                     ))
                 })?;
-                self.remove_entry(&view.entry)?;
+                if let Some(table) = &view.feed_table {
+                    table.drop_progress(&mut self.epoch_writes);
+                }
+                view.entry
+            }
+        };
+        if let Some(mut feed) = self.feeds.remove(name) {
+            feed.stop();
+            feed.forget(&mut self.epoch_writes);
+        }
+        // The object's late rows go with it, so a new object of that name starts clean.
+        for (key, value) in self.store.scan_table(LATE_ROWS_TABLE)? {
+            let late: Option<crate::table::LateRow> = serde_json::from_slice(&value).ok();
+            if late.is_some_and(|l| l.object == name) {
+                self.epoch_writes.delete(LATE_ROWS_TABLE, &key);
             }
         }
-        Ok(())
+        self.remove_entry(&entry)
     }
 
     /// Deletes an object's catalog entry and every row of its tables, in this epoch.
@@ -677,18 +911,9 @@ impl Engine {
         for view in self
             .views
             .values_mut()
-            .filter(|v| v.plan.source.name == table)
+            .filter(|v| v.plan.source.name == table && v.feed_table.is_none())
         {
-            if let Some(chunk) = &chunk {
-                result = view
-                    .pipeline
-                    .push(Message::Chunk(chunk.clone()), &mut scratch);
-            }
-            if let (Ok(()), Some(watermark)) = (&result, watermark) {
-                result = view
-                    .pipeline
-                    .push(Message::Watermark(watermark), &mut scratch);
-            }
+            result = push_changes(&mut view.pipeline, &chunk, watermark, &mut scratch);
             if result.is_err() {
                 break;
             }
@@ -712,33 +937,64 @@ impl Engine {
     }
 
     fn publish_stats(&self) {
-        let stats = EngineStats {
-            epoch: self.counters.epoch,
-            tables: self
-                .tables
-                .values()
-                .map(|(entry, table)| TableStats {
-                    name: entry.name.clone(),
-                    rows_in: table.rows_in(),
-                    rows_late: table.rows_late(),
-                    watermark: table.watermark().map(|w| w.value),
-                })
-                .collect(),
-            views: self
-                .views
-                .values()
-                .map(|view| ViewStats {
-                    name: view.entry.name.clone(),
-                    source: view.plan.source.name.clone(),
-                    sql: view.entry.sql.clone(),
-                    emit_on_window_close: view.plan.emit_on_window_close,
-                    state_rows: view.pipeline.state_rows() as u64,
-                    open_windows: view.pipeline.open_windows() as u64,
-                    unbounded_state: view.plan.has_unbounded_state(),
-                })
-                .collect(),
-            store_bytes: self.store.size_on_disk(),
+        let table_stats = |name: &str, table: &TableRuntime| TableStats {
+            name: name.to_string(),
+            rows_in: table.rows_in(),
+            rows_late: table.rows_late(),
+            watermark: table.watermark().map(|w| w.value),
         };
+        let stats =
+            EngineStats {
+                epoch: self.counters.epoch,
+                tables: self
+                    .tables
+                    .values()
+                    .map(|(entry, table)| table_stats(&entry.name, table))
+                    .chain(self.views.values().filter_map(|v| {
+                        v.feed_table.as_ref().map(|t| table_stats(&v.entry.name, t))
+                    }))
+                    .collect(),
+                views: self
+                    .views
+                    .values()
+                    .map(|view| ViewStats {
+                        name: view.entry.name.clone(),
+                        source: view.plan.source.name.clone(),
+                        sql: view.entry.sql.clone(),
+                        emit_on_window_close: view.plan.emit_on_window_close,
+                        state_rows: view.pipeline.state_rows() as u64,
+                        open_windows: view.pipeline.open_windows() as u64,
+                        unbounded_state: view.plan.has_unbounded_state(),
+                    })
+                    .collect(),
+                sources: self
+                    .sources
+                    .values()
+                    .map(|(entry, def)| crate::stats::SourceStats {
+                        name: entry.name.clone(),
+                        connector: def.spec.connector.clone(),
+                        sql: entry.sql.clone(),
+                    })
+                    .collect(),
+                progress: self.source_progress(),
+                store_bytes: self.store.size_on_disk(),
+            };
         *self.stats.write().unwrap_or_else(|e| e.into_inner()) = stats;
     }
+}
+
+/// Pushes one table change and its watermark through a pipeline.
+fn push_changes(
+    pipeline: &mut Pipeline,
+    chunk: &Option<crate::StreamChunk>,
+    watermark: Option<crate::Watermark>,
+    scratch: &mut EpochBatch,
+) -> Result<()> {
+    if let Some(chunk) = chunk {
+        pipeline.push(Message::Chunk(chunk.clone()), scratch)?;
+    }
+    if let Some(watermark) = watermark {
+        pipeline.push(Message::Watermark(watermark), scratch)?;
+    }
+    Ok(())
 }

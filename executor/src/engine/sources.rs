@@ -1,0 +1,258 @@
+//! The engine's side of connectors: starting feeds, applying their batches, idle splits, dead
+//! letters and progress figures.
+
+use eddy_planner::StreamPlan;
+use eddy_storage::keys::SOURCE_ERRORS_TABLE;
+use eddy_storage::{EpochBatch, ObjectKind, TableId};
+use serde::{Deserialize, Serialize};
+
+use super::{push_changes, Engine, SourceDefinition};
+use crate::connector::{DeadLetter, SourceEvent, SourceSpec};
+use crate::feed::{lag_seconds, Feed};
+use crate::stats::SourceProgressStats;
+use crate::table::TableRuntime;
+use crate::{ExecError, Result};
+
+/// How many dead letters `eddy_catalog.source_errors` keeps.
+pub const SOURCE_ERRORS_RETENTION: u64 = 100_000;
+/// Dead letters keep at most this much of the payload.
+pub const PAYLOAD_LIMIT: usize = 1024;
+
+/// A message a source could not decode, as stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredDeadLetter {
+    pub source: String,
+    pub split: String,
+    pub position: i64,
+    pub error: String,
+    /// The payload, cut to [`PAYLOAD_LIMIT`] bytes (lossy UTF-8).
+    pub payload: String,
+    /// When the message was read, in microseconds since the epoch (wall clock).
+    pub read_at: i64,
+}
+
+pub fn write_dead_letter(
+    epoch: &mut EpochBatch,
+    seq: &mut u64,
+    source: &str,
+    letter: DeadLetter,
+) -> Result<()> {
+    let cut = &letter.payload[..letter.payload.len().min(PAYLOAD_LIMIT)];
+    let stored = StoredDeadLetter {
+        source: source.to_string(),
+        split: letter.split,
+        position: letter.position,
+        error: letter.error,
+        payload: String::from_utf8_lossy(cut).into_owned(),
+        read_at: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as i64),
+    };
+    let bytes = serde_json::to_vec(&stored).map_err(eddy_storage::StorageError::from)?;
+    epoch.put(SOURCE_ERRORS_TABLE, &seq.to_be_bytes(), bytes);
+    if *seq >= SOURCE_ERRORS_RETENTION {
+        epoch.delete(
+            SOURCE_ERRORS_TABLE,
+            &(*seq - SOURCE_ERRORS_RETENTION).to_be_bytes(),
+        );
+    }
+    *seq += 1;
+    Ok(())
+}
+
+impl Engine {
+    pub(super) fn create_source(&mut self, def: SourceDefinition, sql: String) -> Result<()> {
+        if self.name_taken(&def.table.name) {
+            return Err(ExecError::DuplicateObject(format!(
+                "relation \"{}\" already exists",
+                def.table.name
+            )));
+        }
+        // Check the options now (and reach the broker), so mistakes surface at CREATE time.
+        drop(crate::connector::build(&def.spec)?);
+        let entry = self.new_entry(ObjectKind::Source, def.table.name.clone(), sql, 0)?;
+        self.sources.insert(entry.name.clone(), (entry, def));
+        Ok(())
+    }
+
+    /// Starts the connector feeding table or view `target` (its progress kept under `id`).
+    pub(super) fn start_feed(
+        &mut self,
+        target: &str,
+        spec: SourceSpec,
+        id: TableId,
+        _table: &TableRuntime,
+    ) -> Result<()> {
+        let feed = Feed::start(spec, id, self.store.as_ref())?;
+        self.feeds.insert(target.to_string(), feed);
+        Ok(())
+    }
+
+    /// For a view over a source: its private reader table and feed.
+    pub(super) fn open_view_feed(
+        &mut self,
+        view: &str,
+        plan: &StreamPlan,
+        table_ids: &[TableId],
+    ) -> Result<Option<TableRuntime>> {
+        let Some((_, source)) = self.sources.get(&plan.source.name) else {
+            return Ok(None);
+        };
+        let source = source.clone();
+        let id = *table_ids.last().ok_or_else(|| {
+            ExecError::UndefinedObject("a view over a source needs a progress id".into())
+        })?;
+        let mut table = TableRuntime::open(id, source.table.clone(), self.store.as_ref())?;
+        table.object_name = view.to_string();
+        self.start_feed(view, source.spec, id, &table)?;
+        Ok(Some(table))
+    }
+
+    /// Applies one event from the feed of `target`.
+    pub(super) fn on_source_event(&mut self, target: &str, event: SourceEvent) {
+        let result = self.apply_source_event(target, event);
+        if let Err(error) = result {
+            tracing::error!(%error, target, "applying source data failed; reloading the last committed epoch");
+            let message = error.to_string();
+            let _ = self.abandon_on_error::<()>(Err(error));
+            if let Some(feed) = self.feeds.get_mut(target) {
+                feed.last_error = Some(message);
+            }
+        }
+    }
+
+    fn apply_source_event(&mut self, target: &str, event: SourceEvent) -> Result<()> {
+        let Some(feed) = self.feeds.get_mut(target) else {
+            return Ok(());
+        };
+        match event {
+            SourceEvent::Splits(splits) => {
+                for (split, high_watermark) in &splits {
+                    feed.set_high_watermark(split, *high_watermark);
+                }
+                if let Some(table) = self.feed_table(target) {
+                    for (split, _) in &splits {
+                        table.register_split(split);
+                    }
+                }
+                Ok(())
+            }
+            SourceEvent::Error(message) => {
+                feed.last_error = Some(message);
+                Ok(())
+            }
+            SourceEvent::Finished => {
+                feed.finished = true;
+                Ok(())
+            }
+            SourceEvent::Batch(batch) => {
+                let messages = (batch.rows.num_rows() + batch.dead_letters.len()) as i64;
+                feed.advance(&batch.split, batch.next_position, messages);
+                feed.last_error = None;
+                feed.dead_letters.extend(batch.dead_letters);
+                self.dirty = true;
+                if batch.rows.num_rows() == 0 {
+                    return Ok(());
+                }
+                let store = self.store.clone();
+                let table = self.feed_table(target).ok_or_else(|| {
+                    ExecError::UndefinedObject(format!("no table for feed {target}"))
+                })?;
+                let changes = table.insert(batch.rows, &batch.split, store.as_ref())?;
+                self.route(target, changes)
+            }
+        }
+    }
+
+    /// The table runtime a feed writes into.
+    fn feed_table(&mut self, target: &str) -> Option<&mut TableRuntime> {
+        if let Some((_, table)) = self.tables.get_mut(target) {
+            return Some(table);
+        }
+        self.views
+            .get_mut(target)
+            .and_then(|v| v.feed_table.as_mut())
+    }
+
+    /// Sends a feed's changes on: to every view of a stored table, or into its own view.
+    fn route(
+        &mut self,
+        target: &str,
+        changes: (Option<crate::StreamChunk>, Option<crate::Watermark>),
+    ) -> Result<()> {
+        if self.tables.contains_key(target) {
+            return self.fan_out(target, changes);
+        }
+        let view = self
+            .views
+            .get_mut(target)
+            .ok_or_else(|| ExecError::UndefinedObject(format!("view {target} is gone")))?;
+        let mut scratch = EpochBatch::default();
+        push_changes(&mut view.pipeline, &changes.0, changes.1, &mut scratch)
+    }
+
+    /// Idle splits stop holding the watermark back; rates and lag trends are refreshed.
+    pub(super) fn tick_feeds(&mut self) {
+        let names: Vec<String> = self.feeds.keys().cloned().collect();
+        for name in names {
+            let mut newly_idle = Vec::new();
+            if let Some(feed) = self.feeds.get_mut(&name) {
+                feed.tick();
+                let timeout = feed.idle_timeout;
+                for (split, progress) in feed.splits.iter_mut() {
+                    let idle = progress.last_data.elapsed() >= timeout;
+                    if idle != progress.idle {
+                        progress.idle = idle;
+                        newly_idle.push((split.clone(), idle));
+                    }
+                }
+            }
+            for (split, idle) in newly_idle {
+                let watermark = self
+                    .feed_table(&name)
+                    .and_then(|t| t.set_split_idle(&split, idle));
+                if let Some(watermark) = watermark {
+                    self.dirty = true;
+                    if let Err(error) = self.route(&name, (None, Some(watermark))) {
+                        let _ = self.abandon_on_error::<()>(Err(error));
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn source_progress(&self) -> Vec<SourceProgressStats> {
+        let mut rows = Vec::new();
+        for (target, feed) in &self.feeds {
+            let watermark = match self.tables.get(target) {
+                Some((_, table)) => table.watermark(),
+                None => self
+                    .views
+                    .get(target)
+                    .and_then(|v| v.feed_table.as_ref())
+                    .and_then(|t| t.watermark()),
+            };
+            for (split, progress) in &feed.splits {
+                rows.push(SourceProgressStats {
+                    source: feed.spec.name.clone(),
+                    target: target.clone(),
+                    split: split.clone(),
+                    position: progress.position,
+                    high_watermark: progress.high_watermark,
+                    lag_messages: progress
+                        .high_watermark
+                        .map(|h| (h - progress.position).max(0)),
+                    rate: progress.rate,
+                    lag_seconds: lag_seconds(progress),
+                    lag_trend: progress.lag_trend,
+                    watermark: watermark.map(|w| w.value),
+                    idle: progress.idle,
+                    finished: feed.finished,
+                    last_error: feed.last_error.clone(),
+                });
+            }
+        }
+        rows
+    }
+}

@@ -1,0 +1,312 @@
+//! A running connector feeding one table or view: its thread, its channel, the positions it
+//! has reached per split, and the progress figures of `eddy_catalog.source_progress`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, Receiver};
+use eddy_storage::keys::meta_key;
+use eddy_storage::{EpochBatch, Store, TableId};
+
+use crate::connector::{
+    self, ConnectorContext, DeadLetter, SourceEvent, SourceSpec, CHANNEL_BATCHES,
+};
+use crate::Result;
+
+/// Default for `watermark.idle.timeout`.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Progress of one split, for `eddy_catalog.source_progress`.
+#[derive(Debug, Clone)]
+pub struct SplitProgress {
+    /// Where the split resumes (the next offset), as of the pipeline (committed at the next epoch).
+    pub position: i64,
+    /// The split's end as last reported by the connector (Kafka high-water offset).
+    pub high_watermark: Option<i64>,
+    pub last_data: Instant,
+    pub idle: bool,
+    /// Messages per second, smoothed.
+    pub rate: f64,
+    /// Lag in seconds a second ago, to report the trend.
+    pub previous_lag_seconds: Option<f64>,
+    pub lag_trend: Option<f64>,
+    rate_window_start: Instant,
+    rate_window_messages: i64,
+}
+
+pub struct Feed {
+    pub spec: SourceSpec,
+    /// The table whose runtime the rows go into (a stored table's, or a view's private one).
+    pub table_id: TableId,
+    pub positions: BTreeMap<String, i64>,
+    pub splits: BTreeMap<String, SplitProgress>,
+    pub events: Receiver<SourceEvent>,
+    pub last_error: Option<String>,
+    pub finished: bool,
+    pub idle_timeout: Duration,
+    pub dead_letters: Vec<DeadLetter>,
+    positions_dirty: bool,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// What a feed must reach for a FLUSH issued now to be done.
+#[derive(Debug, Clone)]
+pub enum FlushTarget {
+    /// A bounded source (a file read once, a generator with a maximum): all of it.
+    Finished,
+    /// A log with known ends (Kafka): these positions per split.
+    Positions(BTreeMap<String, i64>),
+    /// An endless source with no known end: what has arrived so far.
+    Nothing,
+}
+
+fn positions_key(table_id: TableId) -> String {
+    format!("feed_positions/{table_id}")
+}
+
+/// Parses `5s`, `500ms` or a plain number of seconds.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    if let Ok(seconds) = text.parse::<f64>() {
+        return (seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
+    }
+    humantime_like(text)
+}
+
+fn humantime_like(text: &str) -> Option<Duration> {
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let seconds = match unit.trim() {
+        "ms" => number / 1000.0,
+        "s" | "sec" | "second" | "seconds" => number,
+        "m" | "min" | "minute" | "minutes" => number * 60.0,
+        _ => return None,
+    };
+    Some(Duration::from_secs_f64(seconds))
+}
+
+impl Feed {
+    /// Starts the connector from the positions committed for `table_id`.
+    pub fn start(spec: SourceSpec, table_id: TableId, store: &dyn Store) -> Result<Self> {
+        let positions: BTreeMap<String, i64> =
+            match store.get(&meta_key(&positions_key(table_id)))? {
+                Some(bytes) => {
+                    serde_json::from_slice(&bytes).map_err(eddy_storage::StorageError::from)?
+                }
+                None => BTreeMap::new(),
+            };
+        let idle_timeout = match spec.option("watermark.idle.timeout") {
+            Some(text) => parse_duration(text).ok_or_else(|| {
+                crate::ExecError::NotSupported(format!(
+                    "source \"{}\": watermark.idle.timeout = '{text}' is not a duration (e.g. '5s')",
+                    spec.name
+                ))
+            })?,
+            None => DEFAULT_IDLE_TIMEOUT,
+        };
+        let connector = connector::build(&spec)?;
+        let (sender, events) = bounded(CHANNEL_BATCHES);
+        let stop = Arc::new(AtomicBool::new(false));
+        let context = ConnectorContext {
+            events: sender,
+            stop: stop.clone(),
+            positions: positions.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("eddy-source-{}", spec.name))
+            .spawn(move || connector.run(context))
+            .map_err(|e| crate::ExecError::DataFusion(e.into()))?;
+        Ok(Self {
+            spec,
+            table_id,
+            positions,
+            splits: BTreeMap::new(),
+            events,
+            last_error: None,
+            finished: false,
+            idle_timeout,
+            dead_letters: Vec::new(),
+            positions_dirty: false,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    fn split(&mut self, split: &str) -> &mut SplitProgress {
+        let position = self.positions.get(split).copied().unwrap_or(0);
+        self.splits
+            .entry(split.to_string())
+            .or_insert_with(|| SplitProgress {
+                position,
+                high_watermark: None,
+                last_data: Instant::now(),
+                idle: false,
+                rate: 0.0,
+                previous_lag_seconds: None,
+                lag_trend: None,
+                rate_window_start: Instant::now(),
+                rate_window_messages: 0,
+            })
+    }
+
+    /// Whether the source has an end that the feed will reach on its own.
+    fn bounded(&self) -> bool {
+        match self.spec.connector.as_str() {
+            "file" => !self
+                .spec
+                .option("follow")
+                .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+            "nexmark" => self.spec.option("nexmark.max.events").is_some(),
+            _ => false,
+        }
+    }
+
+    pub fn flush_target(&self) -> FlushTarget {
+        if self.bounded() {
+            return FlushTarget::Finished;
+        }
+        if self.spec.connector == "file" {
+            // A followed file's end right now: its last complete line.
+            if let Some(path) = self.spec.option("path") {
+                if let Ok(end) = complete_length(std::path::Path::new(path)) {
+                    return FlushTarget::Positions(BTreeMap::from([(path.to_string(), end)]));
+                }
+            }
+        }
+        let ends: BTreeMap<String, i64> = self
+            .splits
+            .iter()
+            .filter_map(|(split, p)| p.high_watermark.map(|h| (split.clone(), h)))
+            .collect();
+        if ends.is_empty() {
+            FlushTarget::Nothing
+        } else {
+            FlushTarget::Positions(ends)
+        }
+    }
+
+    pub fn reached(&self, target: &FlushTarget) -> bool {
+        match target {
+            FlushTarget::Finished => self.finished,
+            FlushTarget::Nothing => true,
+            FlushTarget::Positions(ends) => ends
+                .iter()
+                .all(|(split, end)| self.positions.get(split).copied().unwrap_or(0) >= *end),
+        }
+    }
+
+    /// Records that `split` delivered up to `next_position` (messages: how many it read).
+    pub fn advance(&mut self, split: &str, next_position: i64, messages: i64) {
+        self.positions.insert(split.to_string(), next_position);
+        self.positions_dirty = true;
+        let progress = self.split(split);
+        progress.position = next_position;
+        progress.last_data = Instant::now();
+        progress.rate_window_messages += messages;
+    }
+
+    pub fn set_high_watermark(&mut self, split: &str, high_watermark: Option<i64>) {
+        self.split(split).high_watermark = high_watermark;
+    }
+
+    /// Updates rates and lag trends (call about once a second).
+    pub fn tick(&mut self) {
+        for progress in self.splits.values_mut() {
+            let elapsed = progress.rate_window_start.elapsed().as_secs_f64();
+            if elapsed < 1.0 {
+                continue;
+            }
+            let current = progress.rate_window_messages as f64 / elapsed;
+            // Exponential smoothing: steady under bursty batches.
+            progress.rate = if progress.rate == 0.0 {
+                current
+            } else {
+                0.5 * progress.rate + 0.5 * current
+            };
+            progress.rate_window_start = Instant::now();
+            progress.rate_window_messages = 0;
+            let lag = lag_seconds(progress);
+            progress.lag_trend = match (lag, progress.previous_lag_seconds) {
+                (Some(now), Some(before)) => Some((now - before) / elapsed),
+                _ => None,
+            };
+            progress.previous_lag_seconds = lag;
+        }
+    }
+
+    /// Writes the positions reached (and the dead letters) into the epoch.
+    pub fn commit(&mut self, epoch: &mut EpochBatch) -> Result<()> {
+        if std::mem::take(&mut self.positions_dirty) {
+            let bytes =
+                serde_json::to_vec(&self.positions).map_err(eddy_storage::StorageError::from)?;
+            epoch.put_meta(&positions_key(self.table_id), bytes);
+        }
+        Ok(())
+    }
+
+    pub fn forget(&self, epoch: &mut EpochBatch) {
+        epoch.delete_meta(&positions_key(self.table_id));
+    }
+
+    /// Stops the connector thread and waits for it.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Unblock a connector waiting on a full channel.
+        while self.events.try_recv().is_ok() {}
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The length of a file up to and including its last newline.
+fn complete_length(path: &std::path::Path) -> std::io::Result<i64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path)?;
+    let mut end = file.metadata()?.len();
+    let mut buffer = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let start = end.saturating_sub(buffer.len() as u64);
+        file.seek(SeekFrom::Start(start))?;
+        let chunk = &mut buffer[..(end - start) as usize];
+        file.read_exact(chunk)?;
+        if let Some(i) = chunk.iter().rposition(|b| *b == b'\n') {
+            return Ok((start + i as u64 + 1) as i64);
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
+/// Lag in seconds: messages behind the end of the split divided by the consumption rate.
+pub fn lag_seconds(progress: &SplitProgress) -> Option<f64> {
+    let behind = (progress.high_watermark? - progress.position).max(0) as f64;
+    if behind == 0.0 {
+        return Some(0.0);
+    }
+    (progress.rate > 0.0).then(|| behind / progress.rate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5s"), Some(Duration::from_secs(5)));
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("soon"), None);
+    }
+}
