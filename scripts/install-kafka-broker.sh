@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Tansu Kafka-compatible broker that Eddy's Kafka tests run against
-# (see /work/shared/KAFKA-TESTING.md: no Apache Kafka/Redpanda/Docker is available,
-# only crates.io). A cold install takes ~15 minutes on 2 cores, so the binary
-# lives outside the clone in $EDDY_TOOLS_DIR and is reused when present.
+# (see /work/shared/KAFKA-TESTING.md: no Apache Kafka, Redpanda or Docker can
+# be installed on these machines, only crates.io packages). A cold install takes
+# 15-25 minutes on 2 cores, so the binary lives outside the clone, in
+# $EDDY_TOOLS_DIR (default ~/.cache/eddy-tools), and is reused when present.
+#
+# System packages: none beyond the machine's C compiler. Its C parts (bundled
+# sqlite in libsql-ffi, aws-lc-sys, libgit2, bzip2, lzma) build from source
+# with cc; no cmake, libclang or -dev package is needed (checked on a machine
+# of the project's kind).
 set -euo pipefail
 
 TANSU_VERSION="0.6.0"
@@ -16,12 +22,24 @@ if [ -x "$TANSU_BIN" ] && "$TANSU_BIN" --version >/dev/null 2>&1; then
     exit 0
 fi
 
+force=()
+if [ -e "$TANSU_BIN" ]; then
+    # cargo would call the broken binary "already installed" and skip it.
+    echo "$TANSU_BIN exists but does not run: reinstalling"
+    force=(--force)
+fi
+
 mkdir -p "$EDDY_TOOLS_DIR"
 echo "==> installing tansu $TANSU_VERSION into $EDDY_TOOLS_DIR (slow when cold)"
+# Its own build directory: not the project's CARGO_TARGET_DIR (which test.sh
+# exports), where tansu's ~800 crates would only take space; and kept when
+# the install fails, so that a retry resumes instead of starting over.
+build_dir="$EDDY_TOOLS_DIR/tansu-build"
 # --features dynostore,libsql: without a storage engine tansu refuses to start.
 # --locked: the exact dependency versions tansu was released with.
-cargo install tansu --version "$TANSU_VERSION" --locked \
-    --features dynostore,libsql --root "$EDDY_TOOLS_DIR"
+CARGO_TARGET_DIR="$build_dir" cargo install tansu --version "$TANSU_VERSION" --locked \
+    --features dynostore,libsql --root "$EDDY_TOOLS_DIR" "${force[@]}"
+rm -rf "$build_dir"
 
 "$TANSU_BIN" --version >/dev/null
 echo "tansu installed: $TANSU_BIN"

@@ -9,6 +9,7 @@
 //! - [`EddyConfig`]: what to start (binary, data directory, flags).
 //! - [`EddyProcess`]: one running server, killed when dropped.
 //! - [`sql_timestamp`]: timestamp literals for generated rows.
+//! - [`kafka`]: a real Kafka-protocol broker (Tansu) for the Kafka tests.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -20,6 +21,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use tempfile::TempDir;
 use tokio::task::JoinHandle;
+
+pub mod kafka;
 
 /// Environment variable naming the `eddy` executable to test.
 pub const EDDY_BIN_ENV: &str = "EDDY_BIN";
