@@ -29,7 +29,7 @@ pub enum ExecError {
     #[error("{0}")]
     NotSupported(String),
     /// The engine has stopped (shutting down).
-    #[error("the streaming engine has stopped")]
+    #[error("the streaming engine dropped the statement (stopping, or an internal error: see the server log)")]
     Stopped,
 }
 

@@ -2,7 +2,7 @@
 //! has reached per split, and the progress figures of `eddy_catalog.source_progress`.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -49,6 +49,9 @@ pub struct Feed {
     pub idle_timeout: Duration,
     pub dead_letters: Vec<DeadLetter>,
     positions_dirty: bool,
+    /// The last refresh generation requested of the connector, and the last it answered.
+    refresh: Arc<AtomicU64>,
+    pub reported_generation: u64,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -112,10 +115,12 @@ impl Feed {
         let connector = connector::build(&spec)?;
         let (sender, events) = bounded(CHANNEL_BATCHES);
         let stop = Arc::new(AtomicBool::new(false));
+        let refresh = Arc::new(AtomicU64::new(0));
         let context = ConnectorContext {
             events: sender,
             stop: stop.clone(),
             positions: positions.clone(),
+            refresh: refresh.clone(),
         };
         let thread = std::thread::Builder::new()
             .name(format!("eddy-source-{}", spec.name))
@@ -132,6 +137,8 @@ impl Feed {
             idle_timeout,
             dead_letters: Vec::new(),
             positions_dirty: false,
+            refresh,
+            reported_generation: 0,
             stop,
             thread: Some(thread),
         })
@@ -164,6 +171,12 @@ impl Feed {
             "nexmark" => self.spec.option("nexmark.max.events").is_some(),
             _ => false,
         }
+    }
+
+    /// Asks the connector for fresh split ends (Kafka); returns the generation to wait for,
+    /// or `None` when the connector's ends are known without asking.
+    pub fn request_refresh(&self) -> Option<u64> {
+        (self.spec.connector == "kafka").then(|| self.refresh.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
     pub fn flush_target(&self) -> FlushTarget {
@@ -210,8 +223,17 @@ impl Feed {
         progress.rate_window_messages += messages;
     }
 
-    pub fn set_high_watermark(&mut self, split: &str, high_watermark: Option<i64>) {
-        self.split(split).high_watermark = high_watermark;
+    /// Takes in what the connector reports of a split: its end, and (before any data) the
+    /// resolved place it starts from, which is then committed like any position.
+    pub fn report(&mut self, report: &crate::connector::SplitReport) {
+        if let Some(position) = report.position {
+            if !self.positions.contains_key(&report.split) {
+                self.positions.insert(report.split.clone(), position);
+                self.positions_dirty = true;
+                self.split(&report.split).position = position;
+            }
+        }
+        self.split(&report.split).high_watermark = report.high_watermark;
     }
 
     /// Updates rates and lag trends (call about once a second).

@@ -59,7 +59,18 @@ impl WatermarkTracker {
             return None;
         }
         clock.idle = idle;
-        self.advance_to(self.combined(None, delay))
+        let active = self.splits.values().any(|c| !c.idle);
+        let candidate = if active {
+            self.combined(None, delay)
+        } else {
+            // Every split is quiet: nothing holds the watermark back any more.
+            self.splits
+                .values()
+                .filter_map(|c| c.max_event_time)
+                .max()
+                .map(|m| m.saturating_sub(delay))
+        };
+        self.advance_to(candidate)
     }
 
     /// Judges the event times of one batch from `split`, in arrival order, advancing the
@@ -163,5 +174,19 @@ mod tests {
         let late = tracker.observe("1", &times(&[60, 195]), 10);
         assert_eq!(late.len(), 1);
         assert_eq!(tracker.current(), Some(190));
+    }
+
+    #[test]
+    fn when_every_split_is_quiet_the_largest_event_time_sets_it() {
+        let mut tracker = WatermarkTracker::default();
+        tracker.register_split("0");
+        tracker.register_split("1");
+        tracker.observe("0", &times(&[100]), 10);
+        tracker.observe("1", &times(&[300]), 10);
+        assert_eq!(tracker.current(), Some(90));
+        // Partition 1 goes quiet first: partition 0 still holds the watermark.
+        assert_eq!(tracker.set_idle("1", true, 10), None);
+        // Then partition 0 too: nothing holds it back.
+        assert_eq!(tracker.set_idle("0", true, 10), Some(290));
     }
 }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::decode::Decoder;
-use super::{with_includes, MessageMeta};
+use super::{with_includes, MessageMeta, SplitReport};
 use super::{
     Connector, ConnectorContext, DeadLetter, Encode, SourceBatch, SourceEvent, SourceSpec,
 };
@@ -135,7 +135,10 @@ impl FileConnector {
 
 impl Connector for FileConnector {
     fn run(self: Box<Self>, context: ConnectorContext) {
-        context.send(SourceEvent::Splits(vec![(self.split(), None)]));
+        context.send(SourceEvent::Splits {
+            splits: vec![SplitReport::new(self.split(), None)],
+            generation: 0,
+        });
         if let Err(error) = self.read(&context) {
             context.send(SourceEvent::Error(format!(
                 "reading {}: {error}",

@@ -12,6 +12,7 @@ use datafusion::arrow::compute::cast;
 use super::nexmark::{NexmarkConfig, NexmarkGenerator, NexmarkTable};
 use super::{
     with_includes, Connector, ConnectorContext, MessageMeta, SourceBatch, SourceEvent, SourceSpec,
+    SplitReport,
 };
 use crate::{ExecError, Result};
 
@@ -108,10 +109,13 @@ impl NexmarkConnector {
 
 impl Connector for NexmarkConnector {
     fn run(self: Box<Self>, context: ConnectorContext) {
-        context.send(SourceEvent::Splits(vec![(
-            SPLIT.to_string(),
-            self.config.max_events.map(|m| m as i64),
-        )]));
+        context.send(SourceEvent::Splits {
+            splits: vec![SplitReport::new(
+                SPLIT,
+                self.config.max_events.map(|m| m as i64),
+            )],
+            generation: 0,
+        });
         let mut generator = NexmarkGenerator::new(self.config.clone());
         let start = context.positions.get(SPLIT).copied().unwrap_or(0).max(0) as u64;
         generator.seek(start);

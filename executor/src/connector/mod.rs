@@ -9,10 +9,11 @@
 pub mod decode;
 pub mod file;
 pub mod generator;
+pub mod kafka;
 pub mod nexmark;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,12 +56,35 @@ pub struct DeadLetter {
 pub enum SourceEvent {
     Batch(SourceBatch),
     /// The splits the connector reads and, where known, how far each goes (Kafka high-water
-    /// offsets), for `eddy_catalog.source_progress`.
-    Splits(Vec<(String, Option<i64>)>),
+    /// offsets), for `eddy_catalog.source_progress`; `generation` answers refresh requests.
+    Splits {
+        splits: Vec<SplitReport>,
+        generation: u64,
+    },
     /// The connector hit an error it retries (a broker that went away).
     Error(String),
     /// The connector read everything it will ever read (a file read once, a bounded generator).
     Finished,
+}
+
+/// What a connector knows about one split.
+#[derive(Debug, Clone)]
+pub struct SplitReport {
+    pub split: String,
+    /// Where the split ends now (Kafka's high-water offset), when known.
+    pub high_watermark: Option<i64>,
+    /// Where the connector reads it from (a resolved startup position before any data).
+    pub position: Option<i64>,
+}
+
+impl SplitReport {
+    pub fn new(split: impl Into<String>, high_watermark: Option<i64>) -> Self {
+        Self {
+            split: split.into(),
+            high_watermark,
+            position: None,
+        }
+    }
 }
 
 /// The encoding of messages.
@@ -110,6 +134,9 @@ pub struct ConnectorContext {
     pub stop: Arc<AtomicBool>,
     /// Committed positions per split (absent: start by the source's startup mode).
     pub positions: BTreeMap<String, i64>,
+    /// Raised by the engine (a FLUSH) to ask for fresh split ends; answered by a `Splits`
+    /// event carrying that generation.
+    pub refresh: Arc<AtomicU64>,
 }
 
 impl ConnectorContext {
@@ -216,8 +243,18 @@ pub fn build(spec: &SourceSpec) -> Result<Box<dyn Connector>> {
     match spec.connector.as_str() {
         "nexmark" => Ok(Box::new(generator::NexmarkConnector::new(spec)?)),
         "file" => Ok(Box::new(file::FileConnector::new(spec)?)),
+        "kafka" => Ok(Box::new(kafka::KafkaConnector::new(spec)?)),
         other => Err(ExecError::NotSupported(format!(
-            "connector '{other}' (available: nexmark, file)"
+            "connector '{other}' (available: kafka, nexmark, file)"
         ))),
+    }
+}
+
+/// Checks a new source: its options, and for Kafka that the broker answers and the topic
+/// exists, so that mistakes are reported by CREATE rather than found later.
+pub fn validate(spec: &SourceSpec) -> Result<()> {
+    match spec.connector.as_str() {
+        "kafka" => kafka::KafkaConnector::new(spec)?.validate(),
+        _ => build(spec).map(drop),
     }
 }

@@ -280,8 +280,14 @@ struct Engine {
 /// A FLUSH over running feeds: done when each feed reaches what its source held then.
 struct PendingFlush {
     reply: Reply<u64>,
-    targets: BTreeMap<String, crate::feed::FlushTarget>,
+    targets: BTreeMap<String, FlushWait>,
     since: Instant,
+}
+
+enum FlushWait {
+    /// Waiting for the connector to report its split ends (this generation).
+    Refresh(u64),
+    Target(crate::feed::FlushTarget),
 }
 
 /// How long a FLUSH waits for sources before it reports which one is behind.
@@ -339,7 +345,7 @@ impl Engine {
             match select.select_timeout(wait) {
                 Ok(operation) if operation.index() == commands => match operation.recv(&rx) {
                     Ok(Command::Shutdown { reply }) => stop = Some(reply),
-                    Ok(command) => self.handle(command),
+                    Ok(command) => self.guarded(|engine| engine.handle(command)),
                     Err(_) => {
                         let _ = self.commit();
                         return;
@@ -348,7 +354,7 @@ impl Engine {
                 Ok(operation) => {
                     let (name, events) = &feeds[operation.index() - 1];
                     if let Ok(event) = operation.recv(events) {
-                        self.on_source_event(name, event);
+                        self.guarded(|engine| engine.on_source_event(name, event));
                     }
                 }
                 Err(_) => {}
@@ -357,7 +363,7 @@ impl Engine {
             while stop.is_none() {
                 match rx.try_recv() {
                     Ok(Command::Shutdown { reply }) => stop = Some(reply),
-                    Ok(command) => self.handle(command),
+                    Ok(command) => self.guarded(|engine| engine.handle(command)),
                     Err(_) => break,
                 }
             }
@@ -365,7 +371,7 @@ impl Engine {
             for (name, events) in &feeds {
                 for _ in 0..crate::connector::CHANNEL_BATCHES {
                     match events.try_recv() {
-                        Ok(event) => self.on_source_event(name, event),
+                        Ok(event) => self.guarded(|engine| engine.on_source_event(name, event)),
                         Err(_) => break,
                     }
                 }
@@ -377,7 +383,7 @@ impl Engine {
             }
             let due = last_commit.elapsed() >= interval;
             if !self.acks.is_empty() || (self.dirty && due) || stop.is_some() {
-                self.commit_and_ack();
+                self.guarded(|engine| engine.commit_and_ack());
                 last_commit = Instant::now();
             } else if due {
                 self.publish_stats();
@@ -387,6 +393,24 @@ impl Engine {
                 self.feeds.clear();
                 let _ = reply.send(Ok(()));
                 return;
+            }
+        }
+    }
+
+    /// Runs `work`, turning a panic (a bug, here or in a library) into an abandoned epoch:
+    /// the statements in it fail, state reloads from the last commit, and the engine lives on.
+    fn guarded(&mut self, work: impl FnOnce(&mut Self)) {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(self)));
+        if let Err(panic) = outcome {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            tracing::error!(%what, "internal error in the engine; reloading the last committed epoch");
+            self.fail_pending(&format!("internal error: {what}"));
+            if let Err(error) = self.reload() {
+                tracing::error!(%error, "reloading after an internal error failed");
             }
         }
     }
@@ -461,11 +485,18 @@ impl Engine {
                     let epoch = self.counters.epoch + 1;
                     self.ack_after_commit(reply, Ok(epoch));
                 } else {
-                    // Wait until every feed has taken in what its source held at this moment.
+                    // Wait until every feed has taken in what its source held at this moment
+                    // (for Kafka, once the connector has reported the current ends).
                     let targets = self
                         .feeds
                         .iter()
-                        .map(|(name, feed)| (name.clone(), feed.flush_target()))
+                        .map(|(name, feed)| {
+                            let target = match feed.request_refresh() {
+                                Some(generation) => FlushWait::Refresh(generation),
+                                None => FlushWait::Target(feed.flush_target()),
+                            };
+                            (name.clone(), target)
+                        })
                         .collect();
                     self.flushes.push(PendingFlush {
                         reply,
@@ -504,11 +535,20 @@ impl Engine {
             return;
         }
         let mut waiting = Vec::new();
-        for flush in std::mem::take(&mut self.flushes) {
-            let behind = flush.targets.iter().find(|(name, target)| {
-                self.feeds
-                    .get(*name)
-                    .is_some_and(|feed| !feed.reached(target))
+        for mut flush in std::mem::take(&mut self.flushes) {
+            for (name, wait) in flush.targets.iter_mut() {
+                if let (FlushWait::Refresh(generation), Some(feed)) = (&*wait, self.feeds.get(name))
+                {
+                    if feed.reported_generation >= *generation {
+                        *wait = FlushWait::Target(feed.flush_target());
+                    }
+                }
+            }
+            let behind = flush.targets.iter().find(|(name, wait)| {
+                self.feeds.get(*name).is_some_and(|feed| match wait {
+                    FlushWait::Refresh(_) => true,
+                    FlushWait::Target(target) => !feed.reached(target),
+                })
             });
             match behind {
                 None => {

@@ -69,7 +69,7 @@ impl Engine {
             )));
         }
         // Check the options now (and reach the broker), so mistakes surface at CREATE time.
-        drop(crate::connector::build(&def.spec)?);
+        crate::connector::validate(&def.spec)?;
         let entry = self.new_entry(ObjectKind::Source, def.table.name.clone(), sql, 0)?;
         self.sources.insert(entry.name.clone(), (entry, def));
         Ok(())
@@ -126,13 +126,14 @@ impl Engine {
             return Ok(());
         };
         match event {
-            SourceEvent::Splits(splits) => {
-                for (split, high_watermark) in &splits {
-                    feed.set_high_watermark(split, *high_watermark);
+            SourceEvent::Splits { splits, generation } => {
+                for report in &splits {
+                    feed.report(report);
                 }
+                feed.reported_generation = feed.reported_generation.max(generation);
                 if let Some(table) = self.feed_table(target) {
-                    for (split, _) in &splits {
-                        table.register_split(split);
+                    for report in &splits {
+                        table.register_split(&report.split);
                     }
                 }
                 Ok(())
