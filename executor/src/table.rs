@@ -150,9 +150,32 @@ impl TableRuntime {
         split: &str,
         store: &dyn Store,
     ) -> Result<(Option<StreamChunk>, Option<Watermark>)> {
+        self.apply(batch, None, split, store)
+    }
+
+    /// Applies upserts and, where `deletes[i]`, deletions by key (`FORMAT UPSERT`).
+    pub fn apply(
+        &mut self,
+        batch: RecordBatch,
+        deletes: Option<Vec<bool>>,
+        split: &str,
+        store: &dyn Store,
+    ) -> Result<(Option<StreamChunk>, Option<Watermark>)> {
         self.check_not_null_key(&batch)?;
         self.progress.rows_in += batch.num_rows() as u64;
-        let (batch, watermark) = self.drop_late_rows(batch, split)?;
+        let (batch, watermark, kept) = self.drop_late_rows(batch, split)?;
+        // Keep the deletion flags aligned with the rows that stay.
+        let deletes = match (deletes, kept) {
+            (Some(deletes), Some(kept)) => Some(
+                deletes
+                    .into_iter()
+                    .zip(kept)
+                    .filter(|(_, k)| *k)
+                    .map(|(d, _)| d)
+                    .collect(),
+            ),
+            (deletes, _) => deletes,
+        };
         self.progress_dirty = true;
         if batch.num_rows() == 0 {
             return Ok((None, watermark));
@@ -189,9 +212,18 @@ impl TableRuntime {
                 let mut ops = Vec::with_capacity(batch.num_rows());
                 let mut out_keys: Vec<Vec<u8>> = Vec::with_capacity(batch.num_rows());
                 let mut out_values: Vec<Vec<u8>> = Vec::with_capacity(batch.num_rows());
-                for (key, value) in keys.iter().zip(values.iter()) {
+                for (i, (key, value)) in keys.iter().zip(values.iter()).enumerate() {
                     let key = key.as_ref().to_vec();
                     let value = value.as_ref().to_vec();
+                    if deletes.as_ref().is_some_and(|d| d[i]) {
+                        if let Some(old) = self.lookup(&key, store)? {
+                            ops.push(Op::Delete);
+                            out_keys.push(key.clone());
+                            out_values.push(old);
+                            self.pending.insert(key, None);
+                        }
+                        continue;
+                    }
                     match self.lookup(&key, store)? {
                         Some(old) if self.def.append_only => {
                             drop(old);
@@ -249,9 +281,9 @@ impl TableRuntime {
         &mut self,
         batch: RecordBatch,
         split: &str,
-    ) -> Result<(RecordBatch, Option<Watermark>)> {
+    ) -> Result<(RecordBatch, Option<Watermark>, Option<Vec<bool>>)> {
         let Some((column, delay)) = self.def.watermark else {
-            return Ok((batch, None));
+            return Ok((batch, None, None));
         };
         let times = to_micros(batch.column(column))?;
         let before = self.progress.watermark.current();
@@ -262,7 +294,7 @@ impl TableRuntime {
             .flatten()
             .map(|value| Watermark { column, value });
         if late_rows.is_empty() {
-            return Ok((batch, advanced));
+            return Ok((batch, advanced, None));
         }
         self.progress.rows_late += late_rows.len() as u64;
         let mut keep = vec![true; batch.num_rows()];
@@ -281,8 +313,8 @@ impl TableRuntime {
                 row,
             });
         }
-        let kept = filter_record_batch(&batch, &BooleanArray::from(keep))?;
-        Ok((kept, advanced))
+        let kept = filter_record_batch(&batch, &BooleanArray::from(keep.clone()))?;
+        Ok((kept, advanced, Some(keep)))
     }
 
     /// The row a key holds now, including uncommitted writes.

@@ -104,6 +104,10 @@ impl Database {
             options: def.options.clone(),
             encode,
             upsert,
+            key_columns: match &payload.key {
+                TableKey::PrimaryKey(columns) => columns.clone(),
+                TableKey::RowId => Vec::new(),
+            },
             payload_schema: payload.schema.clone(),
             schema: schema.clone(),
             includes: def.includes.iter().map(|(kind, _)| *kind).collect(),

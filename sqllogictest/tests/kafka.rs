@@ -412,3 +412,99 @@ async fn unreachable_broker_or_missing_topic_is_a_clear_error() {
         .unwrap_or_default();
     assert!(message.contains("does not exist"), "{message}");
 }
+
+#[tokio::test]
+async fn upsert_table_with_tombstones_retracts() {
+    let broker = KafkaBroker::from_env().expect("the test script starts a broker");
+    let topic = unique_topic("upsert");
+    broker.create_topic(&topic, 1).await.unwrap();
+    let value = |id: i64, v: i64| {
+        format!(r#"{{"id": {id}, "region": "r{}", "v": {v}}}"#, id % 2).into_bytes()
+    };
+    let tombstone = |key: &str| Record {
+        key: Some(key.as_bytes().to_vec()),
+        ..Record::default()
+    };
+    broker
+        .produce_batch(
+            &topic,
+            &[
+                Record::payload(value(1, 10)).with_key("1"),
+                Record::payload(value(2, 20)).with_key("2"),
+                Record::payload(value(3, 30)).with_key("3"),
+                Record::payload(value(1, 15)).with_key("1"),
+                tombstone("2"),
+                tombstone(r#"{"id": 3}"#),
+                tombstone("99"),
+                Record::payload(r#"{"region": "r0", "v": 1}"#).with_key("4"),
+            ],
+        )
+        .await
+        .unwrap();
+    let eddy = EddyProcess::start_fresh().await.unwrap();
+    let (client, _conn) = eddy.connect().await.unwrap();
+    let err = client
+        .batch_execute(&format!(
+            "CREATE SOURCE u (id BIGINT PRIMARY KEY, v BIGINT)
+             WITH (connector = 'kafka', topic = '{topic}', properties.bootstrap.server = '{}')
+             FORMAT UPSERT ENCODE JSON",
+            broker.bootstrap()
+        ))
+        .await
+        .expect_err("an upsert source must keep its rows");
+    assert!(format!("{err:?}").contains("CREATE TABLE"), "{err:?}");
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE accounts (id BIGINT PRIMARY KEY, region VARCHAR, v BIGINT)
+             WITH (connector = 'kafka', topic = '{topic}', properties.bootstrap.server = '{}')
+             FORMAT UPSERT ENCODE JSON;
+             CREATE MATERIALIZED VIEW per_region AS SELECT region, count(*) AS n, sum(v) AS total, max(v) AS top
+               FROM accounts GROUP BY region;",
+            broker.bootstrap()
+        ))
+        .await
+        .unwrap();
+    client.batch_execute("FLUSH").await.unwrap();
+    // The table holds the latest value per key; deleted keys are gone.
+    assert_eq!(
+        query_i64(&client, "SELECT id, v FROM accounts ORDER BY id").await,
+        vec![vec![Some(1), Some(15)]]
+    );
+    let rows = client
+        .query("SELECT region, n, total, top FROM per_region", &[])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].get::<_, String>(0), "r1");
+    assert_eq!(
+        (
+            rows[0].get::<_, i64>(1),
+            rows[0].get::<_, i64>(2),
+            rows[0].get::<_, i64>(3)
+        ),
+        (1, 15, 15)
+    );
+    // The message without its primary key is a dead letter.
+    assert_eq!(
+        query_i64(
+            &client,
+            "SELECT count(*) FROM eddy_catalog.source_errors WHERE error LIKE '%primary key%'"
+        )
+        .await,
+        vec![vec![Some(1)]]
+    );
+    // A later value for a deleted key brings it back.
+    broker
+        .produce_batch(&topic, &[Record::payload(value(2, 7)).with_key("2")])
+        .await
+        .unwrap();
+    client.batch_execute("FLUSH").await.unwrap();
+    assert_eq!(
+        query_i64(
+            &client,
+            "SELECT n, total FROM per_region WHERE region = 'r0'"
+        )
+        .await,
+        vec![vec![Some(1), Some(7)]]
+    );
+}

@@ -115,6 +115,7 @@ impl FileConnector {
                     rows,
                     next_position: position as i64,
                     dead_letters,
+                    deletes: None,
                 };
                 if !context.send(SourceEvent::Batch(batch)) {
                     return Ok(());

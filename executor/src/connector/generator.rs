@@ -145,6 +145,7 @@ impl Connector for NexmarkConnector {
                 rows,
                 next_position: position as i64,
                 dead_letters: Vec::new(),
+                deletes: None,
             }));
             if !sent {
                 return;

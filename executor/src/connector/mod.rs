@@ -40,6 +40,9 @@ pub struct SourceBatch {
     pub next_position: i64,
     /// Messages that could not be decoded, in order.
     pub dead_letters: Vec<DeadLetter>,
+    /// `FORMAT UPSERT`: which rows are deletions (a message with no value; the row holds
+    /// only its key). `None`: every row is an insert or an upsert.
+    pub deletes: Option<Vec<bool>>,
 }
 
 /// A message that could not be decoded: kept in `eddy_catalog.source_errors`.
@@ -104,6 +107,8 @@ pub struct SourceSpec {
     pub encode: Encode,
     /// `FORMAT UPSERT`: the message key is the primary key and a null value deletes it.
     pub upsert: bool,
+    /// The primary-key columns (indices into the payload schema), for `FORMAT UPSERT`.
+    pub key_columns: Vec<usize>,
     /// The columns decoded from message payloads.
     pub payload_schema: SchemaRef,
     /// The source's full schema: payload columns then INCLUDE columns.

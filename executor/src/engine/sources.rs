@@ -159,7 +159,8 @@ impl Engine {
                 let table = self.feed_table(target).ok_or_else(|| {
                     ExecError::UndefinedObject(format!("no table for feed {target}"))
                 })?;
-                let changes = table.insert(batch.rows, &batch.split, store.as_ref())?;
+                let changes =
+                    table.apply(batch.rows, batch.deletes, &batch.split, store.as_ref())?;
                 self.route(target, changes)
             }
         }
