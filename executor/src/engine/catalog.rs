@@ -1,0 +1,285 @@
+//! The engine's catalog side: creating, dropping and restoring tables, sources and views,
+//! and reloading everything from the last committed epoch.
+
+use std::collections::BTreeMap;
+
+use eddy_planner::StreamPlan;
+use eddy_storage::keys::LATE_ROWS_TABLE;
+use eddy_storage::{CatalogEntry, EpochBatch, ObjectKind, TableId};
+
+use super::{Engine, Restore, ViewRuntime};
+use crate::connector::SourceSpec;
+use crate::pipeline::Pipeline;
+use crate::table::{TableDef, TableRuntime};
+use crate::{ExecError, Message, Result};
+
+impl Engine {
+    /// Forgets everything uncommitted and rebuilds tables, pipelines and connectors from the
+    /// store; connectors resume from their committed positions.
+    pub(super) fn reload(&mut self) -> Result<()> {
+        self.epoch_writes = EpochBatch::default();
+        self.dirty = false;
+        self.counters = Self::load_counters(self.store.as_ref())?;
+        let table_feeds: BTreeMap<String, SourceSpec> = std::mem::take(&mut self.feeds)
+            .into_iter()
+            .map(|(name, mut feed)| {
+                feed.stop();
+                (name, feed.spec.clone())
+            })
+            .collect();
+        let tables = std::mem::take(&mut self.tables);
+        let views = std::mem::take(&mut self.views);
+        let sources = std::mem::take(&mut self.sources);
+        let mut entries: Vec<(CatalogEntry, Restore)> = tables
+            .into_values()
+            .map(|(entry, table)| {
+                let feed = table_feeds.get(&entry.name).cloned();
+                (entry, Restore::Table(table.def, feed))
+            })
+            .chain(
+                sources
+                    .into_values()
+                    .map(|(entry, def)| (entry, Restore::Source(def))),
+            )
+            .chain(
+                views
+                    .into_values()
+                    .map(|v| (v.entry, Restore::View(v.plan))),
+            )
+            .collect();
+        entries.sort_by_key(|(entry, _)| entry.seq);
+        for (entry, object) in entries {
+            self.restore(entry, object)?;
+        }
+        self.publish_stats();
+        Ok(())
+    }
+    pub(super) fn restore(&mut self, entry: CatalogEntry, object: Restore) -> Result<()> {
+        match object {
+            Restore::Table(def, feed) => {
+                let id = entry.table_ids[0];
+                let table = TableRuntime::open(id, def, self.store.as_ref())?;
+                if let Some(spec) = feed {
+                    self.start_feed(&entry.name, spec, id, &table)?;
+                }
+                self.tables.insert(entry.name.clone(), (entry, table));
+            }
+            Restore::Source(def) => {
+                self.sources.insert(entry.name.clone(), (entry, def));
+            }
+            Restore::View(plan) => {
+                let pipeline = self.build_pipeline(&plan, &entry.table_ids)?;
+                let feed_table = self.open_view_feed(&entry.name, &plan, &entry.table_ids)?;
+                self.views.insert(
+                    entry.name.clone(),
+                    ViewRuntime {
+                        entry,
+                        plan,
+                        pipeline,
+                        feed_table,
+                    },
+                );
+            }
+        }
+        self.publish_stats();
+        Ok(())
+    }
+    pub(super) fn build_pipeline(
+        &self,
+        plan: &StreamPlan,
+        table_ids: &[TableId],
+    ) -> Result<Pipeline> {
+        let def = match (
+            self.tables.get(&plan.source.name),
+            self.sources.get(&plan.source.name),
+        ) {
+            (Some((_, table)), _) => &table.def,
+            (None, Some((_, source))) => &source.table,
+            (None, None) => {
+                return Err(ExecError::UndefinedObject(format!(
+                    "table \"{}\" does not exist",
+                    plan.source.name
+                )))
+            }
+        };
+        Pipeline::build(
+            plan,
+            &def.schema,
+            def.key_fields(),
+            table_ids,
+            self.store.as_ref(),
+        )
+    }
+    pub(super) fn name_taken(&self, name: &str) -> bool {
+        self.tables.contains_key(name)
+            || self.views.contains_key(name)
+            || self.sources.contains_key(name)
+    }
+    pub(super) fn new_entry(
+        &mut self,
+        kind: ObjectKind,
+        name: String,
+        sql: String,
+        ids: usize,
+    ) -> Result<CatalogEntry> {
+        let table_ids = (0..ids as TableId)
+            .map(|i| self.counters.next_table_id + i)
+            .collect();
+        self.counters.next_table_id += ids as TableId;
+        let entry = CatalogEntry {
+            seq: self.counters.next_catalog_seq,
+            kind,
+            name,
+            sql,
+            table_ids,
+        };
+        self.counters.next_catalog_seq += 1;
+        entry.write(&mut self.epoch_writes)?;
+        Ok(entry)
+    }
+    pub(super) fn create_table(
+        &mut self,
+        def: TableDef,
+        feed: Option<SourceSpec>,
+        sql: String,
+    ) -> Result<TableId> {
+        if self.name_taken(&def.name) {
+            return Err(ExecError::DuplicateObject(format!(
+                "relation \"{}\" already exists",
+                def.name
+            )));
+        }
+        let entry = self.new_entry(ObjectKind::Table, def.name.clone(), sql, 1)?;
+        let id = entry.table_ids[0];
+        let table = TableRuntime::open(id, def, self.store.as_ref())?;
+        if let Some(spec) = feed {
+            self.start_feed(&entry.name, spec, id, &table)?;
+        }
+        self.tables.insert(entry.name.clone(), (entry, table));
+        Ok(id)
+    }
+    pub(super) fn create_view(
+        &mut self,
+        name: String,
+        sql: String,
+        plan: StreamPlan,
+    ) -> Result<TableId> {
+        if self.name_taken(&name) {
+            return Err(ExecError::DuplicateObject(format!(
+                "relation \"{name}\" already exists"
+            )));
+        }
+        let over_source = self.sources.contains_key(&plan.source.name);
+        // A view over a source also keeps its reader's progress under an id of its own.
+        let ids = Pipeline::table_ids_needed(&plan) + usize::from(over_source);
+        let first_id = self.counters.next_table_id;
+        let table_ids: Vec<TableId> = (0..ids as TableId).map(|i| first_id + i).collect();
+        let mut pipeline = self.build_pipeline(&plan, &table_ids)?;
+        if let Some((_, table)) = self.tables.get(&plan.source.name) {
+            // Backfill: the view starts from every row the table holds now, then its watermark.
+            let snapshot = table.snapshot(self.store.as_ref())?;
+            let watermark = table.watermark();
+            let mut scratch = EpochBatch::default();
+            if let Some(chunk) = snapshot {
+                pipeline.push(Message::Chunk(chunk), &mut scratch)?;
+            }
+            if let Some(watermark) = watermark {
+                pipeline.push(Message::Watermark(watermark), &mut scratch)?;
+            }
+        }
+        let feed_table = self.open_view_feed(&name, &plan, &table_ids)?;
+        let entry = self.new_entry(ObjectKind::MaterializedView, name.clone(), sql, ids)?;
+        debug_assert_eq!(entry.table_ids, table_ids);
+        self.views.insert(
+            name,
+            ViewRuntime {
+                entry,
+                plan,
+                pipeline,
+                feed_table,
+            },
+        );
+        Ok(first_id)
+    }
+    pub(super) fn drop_object(&mut self, kind: ObjectKind, name: &str) -> Result<()> {
+        let wrong_kind = |actual: &str, statement: &str| {
+            ExecError::NotSupported(format!("\"{name}\" is a {actual}: use {statement}"))
+        };
+        if kind != ObjectKind::MaterializedView && self.views.contains_key(name) {
+            return Err(wrong_kind("materialized view", "DROP MATERIALIZED VIEW"));
+        }
+        if kind != ObjectKind::Table && self.tables.contains_key(name) {
+            return Err(wrong_kind("table", "DROP TABLE"));
+        }
+        if kind != ObjectKind::Source && self.sources.contains_key(name) {
+            return Err(wrong_kind("source", "DROP SOURCE"));
+        }
+        if kind != ObjectKind::MaterializedView {
+            let dependents: Vec<String> = self
+                .views
+                .values()
+                .filter(|v| v.plan.source.name == name)
+                .map(|v| format!("\"{}\"", v.entry.name))
+                .collect();
+            if !dependents.is_empty() {
+                let what = if kind == ObjectKind::Table {
+                    "table"
+                } else {
+                    "source"
+                };
+                return Err(ExecError::DependentObjects(format!(
+                    "cannot drop {what} \"{name}\" because materialized view {} depends on it",
+                    dependents.join(", ")
+                )));
+            }
+        }
+        let entry = match kind {
+            ObjectKind::Table => {
+                let (entry, table) = self.tables.remove(name).ok_or_else(|| {
+                    ExecError::UndefinedObject(format!("table \"{name}\" does not exist"))
+                })?;
+                table.drop_progress(&mut self.epoch_writes);
+                entry
+            }
+            ObjectKind::Source => {
+                let (entry, _) = self.sources.remove(name).ok_or_else(|| {
+                    ExecError::UndefinedObject(format!("source \"{name}\" does not exist"))
+                })?;
+                entry
+            }
+            ObjectKind::MaterializedView => {
+                let view = self.views.remove(name).ok_or_else(|| {
+                    ExecError::UndefinedObject(format!(
+                        "materialized view \"{name}\" does not exist"
+                    ))
+                })?;
+                if let Some(table) = &view.feed_table {
+                    table.drop_progress(&mut self.epoch_writes);
+                }
+                view.entry
+            }
+        };
+        if let Some(mut feed) = self.feeds.remove(name) {
+            feed.stop();
+            feed.forget(&mut self.epoch_writes);
+        }
+        // The object's late rows go with it, so a new object of that name starts clean.
+        for (key, value) in self.store.scan_table(LATE_ROWS_TABLE)? {
+            let late: Option<crate::table::LateRow> = serde_json::from_slice(&value).ok();
+            if late.is_some_and(|l| l.object == name) {
+                self.epoch_writes.delete(LATE_ROWS_TABLE, &key);
+            }
+        }
+        self.remove_entry(&entry)
+    }
+    /// Deletes an object's catalog entry and every row of its tables, in this epoch.
+    pub(super) fn remove_entry(&mut self, entry: &CatalogEntry) -> Result<()> {
+        entry.remove(&mut self.epoch_writes);
+        for &id in &entry.table_ids {
+            for (key, _) in self.store.scan_table(id)? {
+                self.epoch_writes.delete(id, &key);
+            }
+        }
+        Ok(())
+    }
+}
