@@ -434,16 +434,26 @@ impl Database {
             def.schema.clone(),
             TableType::Base,
         )?);
-        self.ctx
-            .register_table(def.name.as_str(), provider.clone())?;
+        let name = def.name.clone();
+        self.register_readable(&name, provider, Object::Table(def))
+    }
+
+    /// Makes a table or source readable by name in SQL and in TUMBLE/HOP.
+    pub(crate) fn register_readable(
+        &self,
+        name: &str,
+        provider: Arc<dyn TableProvider>,
+        object: Object,
+    ) -> Result<()> {
+        self.ctx.register_table(name, provider.clone())?;
         self.window_tables
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(def.name.clone(), provider);
+            .insert(name.to_string(), provider);
         self.objects
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(def.name.clone(), Object::Table(def));
+            .insert(name.to_string(), object);
         Ok(())
     }
 

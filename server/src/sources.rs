@@ -187,17 +187,8 @@ impl Database {
             name: table.name.clone(),
             schema: table.schema.clone(),
         });
-        self.ctx
-            .register_table(table.name.as_str(), provider.clone())?;
-        self.window_tables
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(table.name.clone(), provider);
-        self.objects
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(table.name.clone(), Object::Source(table));
-        Ok(())
+        let name = table.name.clone();
+        self.register_readable(&name, provider, Object::Source(table))
     }
 
     pub(crate) async fn drop_sources(&self, names: &[String], if_exists: bool) -> Result<Outcome> {
