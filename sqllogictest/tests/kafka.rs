@@ -176,11 +176,35 @@ async fn csv_source_and_startup_modes() {
         .await
         .unwrap();
     client.batch_execute("FLUSH").await.unwrap();
-    let late: Vec<Record> = (5..7)
-        .map(|i| Record::payload(format!("{i};2024-01-01 00:00:0{i}")).with_timestamp(T0 + i))
-        .collect();
+    // Offsets 5..=8: two good rows around two that cannot be decoded (a number that is not
+    // one, a timestamp that is not one); each reader sets the bad ones aside and goes on.
+    let late = vec![
+        Record::payload("5;2024-01-01 00:00:05").with_timestamp(T0 + 5),
+        Record::payload("five;2024-01-01 00:00:05").with_timestamp(T0 + 5),
+        Record::payload("7;yesterday").with_timestamp(T0 + 5),
+        Record::payload("6;2024-01-01 00:00:06").with_timestamp(T0 + 6),
+    ];
     broker.produce_batch(&topic, &late).await.unwrap();
     client.batch_execute("FLUSH").await.unwrap();
+    let errors = client
+        .query(
+            "SELECT source, \"offset\", payload, error FROM eddy_catalog.source_errors
+             WHERE source = 'from_start' ORDER BY \"offset\"",
+            &[],
+        )
+        .await
+        .unwrap();
+    let bad: Vec<(i64, String)> = errors.iter().map(|r| (r.get(1), r.get(2))).collect();
+    assert_eq!(
+        bad,
+        vec![(6, "five;2024-01-01 00:00:05".into()), (7, "7;yesterday".into())]
+    );
+    assert!(errors.iter().all(|r| !r.get::<_, String>(3).is_empty()));
+    // Every reader that read past them (all three) recorded both.
+    assert_eq!(
+        query_i64(&client, "SELECT count(*) FROM eddy_catalog.source_errors").await,
+        vec![vec![Some(6)]]
+    );
     assert_eq!(
         query_i64(&client, "SELECT n, total FROM from_start_sum").await,
         vec![vec![Some(7), Some(21)]]
