@@ -264,7 +264,7 @@ impl Database {
             .cloned()
     }
 
-    pub(crate) fn exists(&self, name: &str) -> bool {
+    pub fn exists(&self, name: &str) -> bool {
         self.objects
             .read()
             .unwrap_or_else(|e| e.into_inner())

@@ -8,8 +8,10 @@
 //! - [`provider`]: committed rows as DataFusion tables.
 //! - [`system_tables`]: the `eddy_catalog` schema.
 //! - [`error`]: errors with SQLSTATE codes.
+//! - [`demo`]: `eddy --demo`, a live Nexmark view.
 
 pub mod database;
+pub mod demo;
 pub mod error;
 pub mod handler;
 pub mod provider;

@@ -28,6 +28,9 @@ struct Args {
     /// How often an epoch is committed while changes are pending (e.g. `1s`, `250ms`).
     #[arg(long, env = "EDDY_CHECKPOINT_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration)]
     checkpoint_interval: Duration,
+    /// Create (unless present) a Nexmark `bid` source and a live `hot_auctions` view.
+    #[arg(long, env = "EDDY_DEMO")]
+    demo: bool,
 }
 
 #[tokio::main]
@@ -51,6 +54,11 @@ async fn main() -> anyhow::Result<()> {
     let db = Database::open(store, engine.clone())
         .await
         .map_err(|e| anyhow::anyhow!("cannot restore the catalog: {e}"))?;
+    if args.demo {
+        eddy_server::demo::install(&db)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot create the demo: {e}"))?;
+    }
 
     let listener = TcpListener::bind(&args.listen)
         .await

@@ -197,7 +197,10 @@ async fn csv_source_and_startup_modes() {
     let bad: Vec<(i64, String)> = errors.iter().map(|r| (r.get(1), r.get(2))).collect();
     assert_eq!(
         bad,
-        vec![(6, "five;2024-01-01 00:00:05".into()), (7, "7;yesterday".into())]
+        vec![
+            (6, "five;2024-01-01 00:00:05".into()),
+            (7, "7;yesterday".into())
+        ]
     );
     assert!(errors.iter().all(|r| !r.get::<_, String>(3).is_empty()));
     // Every reader that read past them (all three) recorded both.
