@@ -14,6 +14,10 @@ use crate::{Message, Operator, Result};
 
 pub struct Pipeline {
     operators: Vec<Box<dyn Operator>>,
+    /// The view's rows; what passes it is the view's own changelog (for views reading it).
+    materialize: MaterializeOperator,
+    /// The stream key's fields (after the visible columns of every chunk it emits).
+    key_fields: Vec<Field>,
 }
 
 impl Pipeline {
@@ -82,12 +86,23 @@ impl Pipeline {
                 }
             }
         }
-        operators.push(Box::new(MaterializeOperator::new(
-            table_ids[0],
-            plan.schema.clone(),
+        let materialize =
+            MaterializeOperator::new(table_ids[0], plan.schema.clone(), key_fields.clone())?;
+        Ok(Self {
+            operators,
+            materialize,
             key_fields,
-        )?));
-        Ok(Self { operators })
+        })
+    }
+
+    /// The stream key's fields of the view's changelog.
+    pub fn key_fields(&self) -> &[Field] {
+        &self.key_fields
+    }
+
+    /// The view's rows now (committed and pending) as inserts, to backfill a view reading it.
+    pub fn snapshot(&self, store: &dyn Store) -> Result<Option<crate::StreamChunk>> {
+        self.materialize.snapshot(store)
     }
 
     /// How many table ids a plan needs: the result table and one per stateful operator.
@@ -99,10 +114,16 @@ impl Pipeline {
             .count()
     }
 
-    /// Pushes one message through every operator; barriers write into `epoch`.
-    pub fn push(&mut self, message: Message, epoch: &mut EpochBatch) -> Result<()> {
+    /// Pushes one message through every operator; barriers write into `epoch`. Returns the
+    /// view's changes and watermarks that came out (barriers are not returned).
+    pub fn push(&mut self, message: Message, epoch: &mut EpochBatch) -> Result<Vec<Message>> {
         let mut current = vec![message];
-        for operator in &mut self.operators {
+        let operators = self
+            .operators
+            .iter_mut()
+            .map(|o| o.as_mut() as &mut dyn Operator)
+            .chain(std::iter::once(&mut self.materialize as &mut dyn Operator));
+        for operator in operators {
             let mut next = Vec::with_capacity(current.len());
             for message in current {
                 match message {
@@ -118,7 +139,8 @@ impl Pipeline {
             }
             current = next;
         }
-        Ok(())
+        current.retain(|m| !matches!(m, Message::Barrier(_)));
+        Ok(current)
     }
 
     pub fn state_rows(&self) -> usize {

@@ -18,6 +18,6 @@ pub mod window;
 pub use error::{PlanError, Result};
 pub use statement::{parse_statements, EddyStatement, WatermarkDef};
 pub use stream_plan::{
-    AggregatePlan, SourceInfo, StreamCatalog, StreamNode, StreamPlan, WindowBound,
+    AggregatePlan, SourceInfo, StreamCatalog, StreamNode, StreamPlan, WatermarkColumn, WindowBound,
 };
 pub use window::{WindowKind, WindowSpec, WindowTableFunction, WindowTableProvider};

@@ -24,15 +24,40 @@ use datafusion::physical_planner::create_aggregate_expr_and_maybe_filter;
 use crate::window::{WindowKind, WindowSpec, WindowTableProvider};
 use crate::{PlanError, Result};
 
-/// What the stream planner needs to know about a table a view reads.
+/// A column that a stream's watermark bounds: no future row has a value below the watermark
+/// message's value plus `shift` (micros) in it.
+///
+/// A stream carries one watermark value; a table declares it on one column (shift 0), a window
+/// derives `window_end` (shift 0) and `window_start` (shift -size) from it, and a windowed
+/// aggregate keeps both in its output, so a view over that view can close windows too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatermarkColumn {
+    pub column: usize,
+    pub shift: i64,
+}
+
+/// What the stream planner needs to know about a table, source or view a view reads.
 #[derive(Debug, Clone)]
 pub struct SourceInfo {
     pub name: String,
     /// Key columns appended after the visible ones by the table's source.
     pub key_len: usize,
     pub append_only: bool,
-    /// The column the table's watermark is declared on.
-    pub watermark_column: Option<usize>,
+    /// The columns the input's watermark bounds (a table: the one it is declared on).
+    pub watermarks: Vec<WatermarkColumn>,
+}
+
+impl SourceInfo {
+    fn watermark_on(&self, column: usize) -> Option<i64> {
+        watermark_on(&self.watermarks, column)
+    }
+}
+
+fn watermark_on(watermarks: &[WatermarkColumn], column: usize) -> Option<i64> {
+    watermarks
+        .iter()
+        .find(|w| w.column == column)
+        .map(|w| w.shift)
 }
 
 /// Resolves table names for the stream planner.
@@ -79,6 +104,8 @@ pub struct AggregatePlan {
     pub window: Option<WindowBound>,
     /// Whether the watermark reaching a window's end closes it (state is then evicted).
     pub watermarked: bool,
+    /// Added to the watermark message's value to bound the window ends.
+    pub watermark_shift: i64,
     pub emit_on_window_close: bool,
     pub schema: SchemaRef,
 }
@@ -95,9 +122,21 @@ pub struct StreamPlan {
     pub key_len: usize,
     pub append_only: bool,
     pub emit_on_window_close: bool,
+    /// The view's columns its output watermark bounds (for views reading this one).
+    pub watermarks: Vec<WatermarkColumn>,
 }
 
 impl StreamPlan {
+    /// What a view reading this one needs to know about it.
+    pub fn as_source(&self, name: &str) -> SourceInfo {
+        SourceInfo {
+            name: name.to_string(),
+            key_len: self.key_len,
+            append_only: self.append_only,
+            watermarks: self.watermarks.clone(),
+        }
+    }
+
     /// Whether some operator keeps state that grows with the number of distinct keys forever.
     pub fn has_unbounded_state(&self) -> bool {
         self.nodes.iter().any(|n| match n {
@@ -158,8 +197,11 @@ struct Planned {
     nodes: Vec<StreamNode>,
     key_len: usize,
     append_only: bool,
-    /// The time column a window was assigned on (in the source table), if any.
-    window: Option<(WindowSpec, bool)>,
+    /// The time column a window was assigned on (in the source table), if any, and the
+    /// watermark shift on it when it has one.
+    window: Option<(WindowSpec, Option<i64>)>,
+    /// The current output's watermarked columns.
+    watermarks: Vec<WatermarkColumn>,
 }
 
 /// Plans a materialized view's (optimized) query as a stream plan.
@@ -188,7 +230,27 @@ pub fn plan_stream(
         key_len: planned.key_len,
         append_only: planned.append_only,
         emit_on_window_close,
+        watermarks: planned.watermarks,
     })
+}
+
+/// The watermarked columns left after `exprs` (plain column references keep theirs).
+fn project_watermarks(
+    watermarks: &[WatermarkColumn],
+    exprs: &[Expr],
+    input: &DFSchema,
+) -> Vec<WatermarkColumn> {
+    exprs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| {
+            let Expr::Column(c) = e.clone().unalias() else {
+                return None;
+            };
+            let shift = watermark_on(watermarks, input.index_of_column(&c).ok()?)?;
+            Some(WatermarkColumn { column: i, shift })
+        })
+        .collect()
 }
 
 fn physical(
@@ -223,13 +285,26 @@ fn plan_node(
                 let reference = TableReference::bare(window.table_name.clone());
                 let source = catalog.source(&reference).ok_or_else(|| {
                     PlanError::NotSupported(format!(
-                        "a window over \"{}\": only tables can feed a materialized view",
+                        "a window over \"{}\": only tables, sources and materialized views can feed a materialized view",
                         window.table_name
                     ))
                 })?;
                 let adds_key = matches!(window.spec.kind, WindowKind::Hop { .. });
                 let full = datafusion::catalog::TableProvider::schema(window);
-                let watermarked = source.watermark_column == Some(window.time_column);
+                let time_shift = source.watermark_on(window.time_column);
+                // The window operator appends window_start and window_end to the input's columns.
+                let mut watermarks = source.watermarks.clone();
+                if let Some(shift) = time_shift {
+                    let start = full.fields().len() - 2;
+                    watermarks.push(WatermarkColumn {
+                        column: start,
+                        shift: shift - window.spec.size(),
+                    });
+                    watermarks.push(WatermarkColumn {
+                        column: start + 1,
+                        shift,
+                    });
+                }
                 let mut nodes = vec![StreamNode::Window {
                     time_column: window.time_column,
                     spec: window.spec,
@@ -239,6 +314,14 @@ fn plan_node(
                 let key_len = source.key_len + usize::from(adds_key);
                 if let Some(projection) = &scan.projection {
                     let df_full = DFSchema::try_from(full.as_ref().clone())?;
+                    watermarks = projection
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(to, &from)| {
+                            let shift = watermark_on(&watermarks, from)?;
+                            Some(WatermarkColumn { column: to, shift })
+                        })
+                        .collect();
                     let exprs = projection
                         .iter()
                         .map(|&i| {
@@ -257,15 +340,27 @@ fn plan_node(
                     source_projection: None,
                     nodes,
                     key_len,
-                    window: Some((window.spec, watermarked)),
+                    window: Some((window.spec, time_shift)),
+                    watermarks,
                 });
             }
             let source = catalog.source(&scan.table_name).ok_or_else(|| {
                 PlanError::NotSupported(format!(
-                    "\"{}\" cannot feed a materialized view (only tables can, so far)",
+                    "\"{}\" cannot feed a materialized view (tables, sources and materialized views can)",
                     scan.table_name
                 ))
             })?;
+            let watermarks = match &scan.projection {
+                Some(projection) => projection
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(to, &from)| {
+                        let shift = source.watermark_on(from)?;
+                        Some(WatermarkColumn { column: to, shift })
+                    })
+                    .collect(),
+                None => source.watermarks.clone(),
+            };
             Ok(Planned {
                 append_only: source.append_only,
                 key_len: source.key_len,
@@ -273,6 +368,7 @@ fn plan_node(
                 source_projection: scan.projection.clone(),
                 nodes: vec![],
                 window: None,
+                watermarks,
             })
         }
         LogicalPlan::SubqueryAlias(alias) => {
@@ -291,6 +387,11 @@ fn plan_node(
                 .iter()
                 .map(|e| physical(e, projection.input.schema(), props))
                 .collect::<Result<Vec<_>>>()?;
+            planned.watermarks = project_watermarks(
+                &planned.watermarks,
+                &projection.expr,
+                projection.input.schema(),
+            );
             planned.nodes.push(StreamNode::Project {
                 exprs,
                 schema: Arc::new(projection.schema.as_arrow().clone()),
@@ -354,7 +455,8 @@ fn plan_node(
                         _ => None,
                     })
             });
-            let watermarked = window.is_some() && planned.window.is_some_and(|(_, w)| w);
+            let time_shift = planned.window.and_then(|(_, shift)| shift);
+            let watermarked = window.is_some() && time_shift.is_some();
             if emit_on_window_close && window.is_some() && !watermarked {
                 return Err(PlanError::Invalid(format!(
                     "EMIT ON WINDOW CLOSE needs a watermark on the window's time column: declare `WATERMARK FOR col AS col - INTERVAL '...'` on \"{}\"",
@@ -379,9 +481,17 @@ fn plan_node(
                     input_append_only: planned.append_only,
                     window,
                     watermarked,
+                    watermark_shift: time_shift.unwrap_or(0),
                     emit_on_window_close: emit_on_window_close && window.is_some(),
                     schema: Arc::new(aggregate.schema.as_arrow().clone()),
                 })));
+            // Closed windows never change again, so window columns among the groups stay
+            // watermarked in the output; nothing else does.
+            planned.watermarks = if watermarked {
+                project_watermarks(&planned.watermarks, &aggregate.group_expr, input_schema)
+            } else {
+                Vec::new()
+            };
             planned.key_len = aggregate.group_expr.len();
             planned.append_only = emit_on_window_close && window.is_some();
             planned.window = None;

@@ -253,6 +253,13 @@ impl TableFunctionImpl for WindowTableFunction {
                 schema.field(time_column).data_type()
             );
         }
+        for column in ["window_start", "window_end"] {
+            if schema.index_of(column).is_ok() {
+                return plan_err!(
+                    "{name}: \"{table_name}\" already has a column named {column}; rename it there (e.g. `window_start AS minute_start`)"
+                );
+            }
+        }
         let kind = if self.hop {
             let slide = interval_arg(name, "slide", &exprs[2])?;
             let size = interval_arg(name, "size", &exprs[3])?;

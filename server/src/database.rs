@@ -19,7 +19,8 @@ use eddy_planner::statement::{parse_statements, ParsedStatement};
 use eddy_planner::stream_plan::plan_stream;
 use eddy_planner::window::{interval_micros, TableLookup};
 use eddy_planner::{
-    EddyStatement, SourceInfo, StreamCatalog, StreamPlan, WatermarkDef, WindowTableFunction,
+    EddyStatement, SourceInfo, StreamCatalog, StreamPlan, WatermarkColumn, WatermarkDef,
+    WindowTableFunction,
 };
 use eddy_storage::{CatalogEntry, ObjectKind, Store, TableId};
 
@@ -51,7 +52,7 @@ impl Outcome {
 #[derive(Clone)]
 pub(crate) enum Object {
     Table(TableDef),
-    View,
+    View(SourceInfo),
     Source(TableDef),
 }
 
@@ -142,9 +143,10 @@ impl Database {
                 } => {
                     let plan = self.plan_view(&query, emit_on_window_close).await?;
                     let id = entry.table_ids[0];
+                    let info = plan.as_source(&name);
                     let schema = plan.schema.clone();
                     self.engine.restore(entry, Restore::View(plan)).await?;
-                    self.register_view(&name, schema, id)?;
+                    self.register_view(info, schema, id)?;
                 }
                 EddyStatement::CreateSource(def) => self.restore_source(entry, &def).await?,
                 _ => {
@@ -224,12 +226,13 @@ impl Database {
                     ));
                 }
                 let plan = self.plan_view(query, *emit_on_window_close).await?;
+                let info = plan.as_source(name);
                 let schema = plan.schema.clone();
                 let id = self
                     .engine
                     .create_view(name.clone(), parsed.sql.clone(), plan)
                     .await?;
-                self.register_view(name, schema, id)?;
+                self.register_view(info, schema, id)?;
                 Ok(Outcome::command("CREATE MATERIALIZED VIEW"))
             }
             EddyStatement::Drop {
@@ -251,7 +254,7 @@ impl Database {
             }
             EddyStatement::ShowSources => Ok(self.show(|o| matches!(o, Object::Source(_)))),
             EddyStatement::ShowTables => Ok(self.show(|o| matches!(o, Object::Table(_)))),
-            EddyStatement::ShowMaterializedViews => Ok(self.show(|o| matches!(o, Object::View))),
+            EddyStatement::ShowMaterializedViews => Ok(self.show(|o| matches!(o, Object::View(_)))),
             EddyStatement::Sql(statement) => self.execute_sql_statement(statement, params).await,
         }
     }
@@ -438,7 +441,7 @@ impl Database {
         self.register_readable(&name, provider, Object::Table(def))
     }
 
-    /// Makes a table or source readable by name in SQL and in TUMBLE/HOP.
+    /// Makes a table, source or view readable by name in SQL and in TUMBLE/HOP.
     pub(crate) fn register_readable(
         &self,
         name: &str,
@@ -457,19 +460,16 @@ impl Database {
         Ok(())
     }
 
-    fn register_view(&self, name: &str, schema: SchemaRef, id: TableId) -> Result<()> {
+    /// Makes a view readable by queries and by views over it (`info` says how it streams).
+    fn register_view(&self, info: SourceInfo, schema: SchemaRef, id: TableId) -> Result<()> {
+        let name = info.name.clone();
         let provider = Arc::new(StoredTable::new(
             self.store.clone(),
             id,
-            schema.clone(),
+            schema,
             TableType::View,
         )?);
-        self.ctx.register_table(name, provider)?;
-        self.objects
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_string(), Object::View);
-        Ok(())
+        self.register_readable(&name, provider, Object::View(info))
     }
 
     pub(crate) fn deregister(&self, name: &str) -> Result<()> {
@@ -515,7 +515,7 @@ impl Database {
                         format!("{what} \"{name}\" does not exist"),
                     ))
                 }
-                (Some(Object::View), ObjectKind::Table) => {
+                (Some(Object::View(_)), ObjectKind::Table) => {
                     return Err(ServerError::new(
                         "42809",
                         format!("\"{name}\" is a materialized view: use DROP MATERIALIZED VIEW"),
@@ -601,7 +601,7 @@ impl Database {
             .get(table.table())
         {
             Some(Object::Table(def)) => Ok(def.clone()),
-            Some(Object::View) => Err(ServerError::new(
+            Some(Object::View(_)) => Err(ServerError::new(
                 "42809",
                 format!(
                     "cannot change materialized view \"{}\": change the tables it reads",
@@ -746,9 +746,14 @@ impl StreamCatalog for Database {
                 name: def.name.clone(),
                 key_len: def.key_fields().len(),
                 append_only: def.append_only,
-                watermark_column: def.watermark.map(|(column, _)| column),
+                watermarks: def
+                    .watermark
+                    .iter()
+                    .map(|&(column, _)| WatermarkColumn { column, shift: 0 })
+                    .collect(),
             }),
-            _ => None,
+            Some(Object::View(info)) => Some(info.clone()),
+            None => None,
         }
     }
 }

@@ -301,7 +301,8 @@ impl Operator for AggregateOperator {
 
     fn process_watermark(&mut self, watermark: Watermark, out: &mut Vec<Message>) -> Result<()> {
         if self.plan.watermarked {
-            let still_open = self.windows.split_off(&(watermark.value + 1));
+            let window_ends_closed = watermark.value + self.plan.watermark_shift;
+            let still_open = self.windows.split_off(&(window_ends_closed + 1));
             let closed = std::mem::replace(&mut self.windows, still_open);
             let mut final_rows = Vec::new();
             for key in closed.into_values().flatten() {

@@ -70,6 +70,7 @@ fn plan(input_append_only: bool) -> AggregatePlan {
         input_append_only,
         window: None,
         watermarked: false,
+        watermark_shift: 0,
         emit_on_window_close: false,
         schema: Arc::new(Schema::new(vec![
             Field::new("k", DataType::Int64, true),

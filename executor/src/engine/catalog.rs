@@ -89,26 +89,27 @@ impl Engine {
         plan: &StreamPlan,
         table_ids: &[TableId],
     ) -> Result<Pipeline> {
-        let def = match (
-            self.tables.get(&plan.source.name),
-            self.sources.get(&plan.source.name),
+        let name = &plan.source.name;
+        let (schema, key_fields) = match (
+            self.tables.get(name),
+            self.sources.get(name),
+            self.views.get(name),
         ) {
-            (Some((_, table)), _) => &table.def,
-            (None, Some((_, source))) => &source.table,
-            (None, None) => {
+            (Some((_, table)), _, _) => (table.def.schema.clone(), table.def.key_fields()),
+            (None, Some((_, source)), _) => {
+                (source.table.schema.clone(), source.table.key_fields())
+            }
+            (None, None, Some(view)) => (
+                view.plan.schema.clone(),
+                view.pipeline.key_fields().to_vec(),
+            ),
+            (None, None, None) => {
                 return Err(ExecError::UndefinedObject(format!(
-                    "table \"{}\" does not exist",
-                    plan.source.name
+                    "relation \"{name}\" does not exist"
                 )))
             }
         };
-        Pipeline::build(
-            plan,
-            &def.schema,
-            def.key_fields(),
-            table_ids,
-            self.store.as_ref(),
-        )
+        Pipeline::build(plan, &schema, key_fields, table_ids, self.store.as_ref())
     }
     pub(super) fn name_taken(&self, name: &str) -> bool {
         self.tables.contains_key(name)
@@ -175,10 +176,18 @@ impl Engine {
         let first_id = self.counters.next_table_id;
         let table_ids: Vec<TableId> = (0..ids as TableId).map(|i| first_id + i).collect();
         let mut pipeline = self.build_pipeline(&plan, &table_ids)?;
-        if let Some((_, table)) = self.tables.get(&plan.source.name) {
-            // Backfill: the view starts from every row the table holds now, then its watermark.
-            let snapshot = table.snapshot(self.store.as_ref())?;
-            let watermark = table.watermark();
+        // Backfill: a view over a table or another view starts from every row that holds
+        // now, then its watermark (a view over a source has a reader of its own instead).
+        let snapshot = match (
+            self.tables.get(&plan.source.name),
+            self.views.get(&plan.source.name),
+        ) {
+            (Some((_, table)), _) => Some(table.snapshot(self.store.as_ref())?),
+            (None, Some(upstream)) => Some(upstream.pipeline.snapshot(self.store.as_ref())?),
+            (None, None) => None,
+        };
+        if let Some(snapshot) = snapshot {
+            let watermark = self.watermark_of(&plan.source.name);
             let mut scratch = EpochBatch::default();
             if let Some(chunk) = snapshot {
                 pipeline.push(Message::Chunk(chunk), &mut scratch)?;
@@ -214,24 +223,22 @@ impl Engine {
         if kind != ObjectKind::Source && self.sources.contains_key(name) {
             return Err(wrong_kind("source", "DROP SOURCE"));
         }
-        if kind != ObjectKind::MaterializedView {
-            let dependents: Vec<String> = self
-                .views
-                .values()
-                .filter(|v| v.plan.source.name == name)
-                .map(|v| format!("\"{}\"", v.entry.name))
-                .collect();
-            if !dependents.is_empty() {
-                let what = if kind == ObjectKind::Table {
-                    "table"
-                } else {
-                    "source"
-                };
-                return Err(ExecError::DependentObjects(format!(
-                    "cannot drop {what} \"{name}\" because materialized view {} depends on it",
-                    dependents.join(", ")
-                )));
-            }
+        let dependents: Vec<String> = self
+            .views
+            .values()
+            .filter(|v| v.plan.source.name == name)
+            .map(|v| format!("\"{}\"", v.entry.name))
+            .collect();
+        if !dependents.is_empty() {
+            let what = match kind {
+                ObjectKind::Table => "table",
+                ObjectKind::Source => "source",
+                ObjectKind::MaterializedView => "materialized view",
+            };
+            return Err(ExecError::DependentObjects(format!(
+                "cannot drop {what} \"{name}\" because materialized view {} depends on it",
+                dependents.join(", ")
+            )));
         }
         let entry = match kind {
             ObjectKind::Table => {

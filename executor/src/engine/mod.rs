@@ -605,11 +605,23 @@ impl Engine {
         for (_, table) in self.tables.values_mut() {
             table.commit(&mut batch, &mut self.counters.late_seq)?;
         }
-        for view in self.views.values_mut() {
+        // Upstream views first (creation order), so that what a view emits at its barrier
+        // reaches the views reading it before their own barrier.
+        let mut order: Vec<(u64, String)> = self
+            .views
+            .values()
+            .map(|v| (v.entry.seq, v.entry.name.clone()))
+            .collect();
+        order.sort_unstable();
+        for (_, name) in order {
+            let Some(view) = self.views.get_mut(&name) else {
+                continue;
+            };
             if let Some(table) = &mut view.feed_table {
                 table.commit(&mut batch, &mut self.counters.late_seq)?;
             }
-            view.pipeline.push(Message::Barrier(barrier), &mut batch)?;
+            let changes = view.pipeline.push(Message::Barrier(barrier), &mut batch)?;
+            self.deliver(&name, changes)?;
         }
         for feed in self.feeds.values_mut() {
             feed.commit(&mut batch)?;
@@ -679,19 +691,53 @@ impl Engine {
         table: &str,
         (chunk, watermark): (Option<crate::StreamChunk>, Option<crate::Watermark>),
     ) -> Result<()> {
-        let mut scratch = EpochBatch::default();
-        let mut result = Ok(());
-        for view in self
-            .views
-            .values_mut()
-            .filter(|v| v.plan.source.name == table && v.feed_table.is_none())
-        {
-            result = push_changes(&mut view.pipeline, &chunk, watermark, &mut scratch);
-            if result.is_err() {
-                break;
-            }
-        }
+        let messages = chunk
+            .map(Message::Chunk)
+            .into_iter()
+            .chain(watermark.map(Message::Watermark))
+            .collect();
+        let result = self.deliver(table, messages);
         self.abandon_on_error(result)
+    }
+
+    /// Pushes the changes of `upstream` (a table, or a view's own changelog) through every view
+    /// reading it, and theirs on to the views reading them.
+    fn deliver(&mut self, upstream: &str, messages: Vec<Message>) -> Result<()> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let readers: Vec<String> = self
+            .views
+            .values()
+            .filter(|v| v.plan.source.name == upstream && v.feed_table.is_none())
+            .map(|v| v.entry.name.clone())
+            .collect();
+        let mut scratch = EpochBatch::default();
+        for reader in readers {
+            let view = self
+                .views
+                .get_mut(&reader)
+                .ok_or_else(|| ExecError::UndefinedObject(format!("view {reader} is gone")))?;
+            let mut changes = Vec::new();
+            for message in &messages {
+                changes.extend(view.pipeline.push(message.clone(), &mut scratch)?);
+            }
+            self.deliver(&reader, changes)?;
+        }
+        Ok(())
+    }
+
+    /// The watermark value a table, source reader or view's changelog has reached.
+    fn watermark_of(&self, name: &str) -> Option<crate::Watermark> {
+        if let Some((_, table)) = self.tables.get(name) {
+            return table.watermark();
+        }
+        let view = self.views.get(name)?;
+        match &view.feed_table {
+            Some(table) => table.watermark(),
+            // A view's changelog carries the watermark of what it reads.
+            None => self.watermark_of(&view.plan.source.name),
+        }
     }
 
     /// On an error after state may have changed, abandons the epoch: every statement in it
@@ -756,18 +802,19 @@ impl Engine {
     }
 }
 
-/// Pushes one table change and its watermark through a pipeline.
+/// Pushes one table change and its watermark through a pipeline; returns the view's changes.
 fn push_changes(
     pipeline: &mut Pipeline,
-    chunk: &Option<crate::StreamChunk>,
+    chunk: Option<crate::StreamChunk>,
     watermark: Option<crate::Watermark>,
     scratch: &mut EpochBatch,
-) -> Result<()> {
+) -> Result<Vec<Message>> {
+    let mut changes = Vec::new();
     if let Some(chunk) = chunk {
-        pipeline.push(Message::Chunk(chunk.clone()), scratch)?;
+        changes.extend(pipeline.push(Message::Chunk(chunk), scratch)?);
     }
     if let Some(watermark) = watermark {
-        pipeline.push(Message::Watermark(watermark), scratch)?;
+        changes.extend(pipeline.push(Message::Watermark(watermark), scratch)?);
     }
-    Ok(())
+    Ok(changes)
 }

@@ -190,7 +190,8 @@ impl Engine {
             .get_mut(target)
             .ok_or_else(|| ExecError::UndefinedObject(format!("view {target} is gone")))?;
         let mut scratch = EpochBatch::default();
-        push_changes(&mut view.pipeline, &changes.0, changes.1, &mut scratch)
+        let view_changes = push_changes(&mut view.pipeline, changes.0, changes.1, &mut scratch)?;
+        self.deliver(target, view_changes)
     }
 
     /// Idle splits stop holding the watermark back; rates and lag trends are refreshed.

@@ -5,12 +5,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
-use eddy_storage::{EpochBatch, RowCodec, TableId};
+use eddy_storage::{EpochBatch, RowCodec, Store, TableId};
 
-use crate::{Barrier, Message, Operator, Result, StreamChunk};
+use crate::{Barrier, Message, Op, Operator, Result, StreamChunk};
 
 pub struct MaterializeOperator {
     table: TableId,
+    schema: SchemaRef,
     key_codec: Option<RowCodec>,
     value_codec: RowCodec,
     /// Rows changed since the last barrier: key → new row (None: deleted).
@@ -26,10 +27,45 @@ impl MaterializeOperator {
         };
         Ok(Self {
             table,
+            schema: schema.clone(),
             key_codec,
             value_codec: RowCodec::new(schema)?,
             pending: BTreeMap::new(),
         })
+    }
+}
+
+impl MaterializeOperator {
+    /// Every row of the view now (committed, then this epoch's changes) as inserts, with the
+    /// stream key after the visible columns.
+    pub fn snapshot(&self, store: &dyn Store) -> Result<Option<StreamChunk>> {
+        let mut rows: BTreeMap<Vec<u8>, Vec<u8>> =
+            store.scan_table(self.table)?.into_iter().collect();
+        for (key, value) in &self.pending {
+            match value {
+                Some(value) => rows.insert(key.clone(), value.clone()),
+                None => rows.remove(key),
+            };
+        }
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let values = self
+            .value_codec
+            .decode(rows.values().map(|v| v.as_slice()))?;
+        let keys = match &self.key_codec {
+            Some(codec) => codec
+                .decode(rows.keys().map(|k| k.as_slice()))?
+                .columns()
+                .to_vec(),
+            None => Vec::new(),
+        };
+        Ok(Some(StreamChunk::new(
+            vec![Op::Insert; values.num_rows()],
+            &self.schema,
+            values.columns().to_vec(),
+            keys,
+        )?))
     }
 }
 
@@ -38,7 +74,7 @@ impl Operator for MaterializeOperator {
         "Materialize"
     }
 
-    fn process_chunk(&mut self, chunk: StreamChunk, _out: &mut Vec<Message>) -> Result<()> {
+    fn process_chunk(&mut self, chunk: StreamChunk, out: &mut Vec<Message>) -> Result<()> {
         let values = self.value_codec.encode(chunk.visible_columns())?;
         let keys = match &self.key_codec {
             Some(codec) => Some(codec.encode(chunk.key_columns())?),
@@ -52,6 +88,8 @@ impl Operator for MaterializeOperator {
             let value = op.is_insert().then(|| values.row(i).as_ref().to_vec());
             self.pending.insert(key, value);
         }
+        // The view's changelog goes on to views that read this one.
+        out.push(Message::Chunk(chunk));
         Ok(())
     }
 
