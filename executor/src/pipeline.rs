@@ -5,10 +5,11 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{Field, SchemaRef};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::PhysicalExpr;
+use eddy_planner::window::VaryingColumn;
 use eddy_planner::{StreamNode, StreamPlan};
 use eddy_storage::{EpochBatch, Store, TableId};
 
-use crate::aggregate::AggregateOperator;
+use crate::aggregate::{AggregateOperator, SessionAggregateOperator};
 use crate::operators::{FilterOperator, MaterializeOperator, ProjectOperator, WindowOperator};
 use crate::{Message, Operator, Result};
 
@@ -57,9 +58,13 @@ impl Pipeline {
                     adds_key,
                     schema,
                 } => {
-                    if *adds_key {
-                        let start = schema.field(schema.fields().len() - 2);
-                        key_fields.push(start.clone().with_nullable(true));
+                    if let Some(varying) = spec.varying_column() {
+                        let last = schema.fields().len() - 1;
+                        let index = match varying {
+                            VaryingColumn::Start => last - 1,
+                            VaryingColumn::End => last,
+                        };
+                        key_fields.push(schema.field(index).clone().with_nullable(true));
                     }
                     operators.push(Box::new(WindowOperator::new(
                         *time_column,
@@ -78,11 +83,16 @@ impl Pipeline {
                         .iter()
                         .map(|f| f.as_ref().clone().with_nullable(true))
                         .collect();
-                    operators.push(Box::new(AggregateOperator::new(
-                        (**aggregate).clone(),
-                        state_table,
-                        store,
-                    )?))
+                    let plan = (**aggregate).clone();
+                    if plan.session.is_some() {
+                        operators.push(Box::new(SessionAggregateOperator::new(
+                            plan,
+                            state_table,
+                            store,
+                        )?))
+                    } else {
+                        operators.push(Box::new(AggregateOperator::new(plan, state_table, store)?))
+                    }
                 }
             }
         }

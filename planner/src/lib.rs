@@ -5,19 +5,25 @@
 //! - [`statement`]: splits SQL text into statements and parses Eddy's extensions
 //!   (`WATERMARK FOR`, `APPEND ONLY`, `EMIT ON WINDOW CLOSE`, `FLUSH`, `RECOVER`, `SHOW ...`)
 //!   around sqlparser.
-//! - [`window`]: `TUMBLE` / `HOP` as DataFusion table functions, and the window-assignment
-//!   kernel shared by batch queries and the streaming window operator.
+//! - [`window`]: `TUMBLE` / `HOP` / `CUMULATE` / `SESSION` as DataFusion table functions, and
+//!   the window-assignment kernel shared by batch queries and the streaming window operator.
+//! - [`session`]: sessions in batch, and the rule that partitions them by the GROUP BY keys.
 //! - [`stream_plan`]: rewrites a DataFusion `LogicalPlan` into a linear [`StreamPlan`] of
 //!   incremental operators.
 
 pub mod error;
+pub mod session;
 pub mod statement;
 pub mod stream_plan;
 pub mod window;
 
 pub use error::{PlanError, Result};
+pub use session::SessionPartitionRule;
 pub use statement::{parse_statements, EddyStatement, WatermarkDef};
 pub use stream_plan::{
-    AggregatePlan, SourceInfo, StreamCatalog, StreamNode, StreamPlan, WatermarkColumn, WindowBound,
+    AggregatePlan, SessionWindow, SourceInfo, StreamCatalog, StreamNode, StreamPlan,
+    WatermarkColumn, WindowBound,
 };
-pub use window::{WindowKind, WindowSpec, WindowTableFunction, WindowTableProvider};
+pub use window::{
+    WindowFunction, WindowKind, WindowSpec, WindowTableFunction, WindowTableProvider,
+};

@@ -94,6 +94,14 @@ pub enum WindowBound {
     Start { group_index: usize, size: i64 },
 }
 
+/// A session-window aggregate: which group columns are the session's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionWindow {
+    pub gap: i64,
+    pub start_index: Option<usize>,
+    pub end_index: Option<usize>,
+}
+
 #[derive(Debug, Clone)]
 pub struct AggregatePlan {
     pub group_exprs: Vec<Arc<dyn PhysicalExpr>>,
@@ -102,6 +110,9 @@ pub struct AggregatePlan {
     pub input_append_only: bool,
     /// Set when the groups are windows whose end the watermark can pass.
     pub window: Option<WindowBound>,
+    /// Set for SESSION windows: the other group columns partition the sessions, which the
+    /// operator grows and merges itself.
+    pub session: Option<SessionWindow>,
     /// Whether the watermark reaching a window's end closes it (state is then evicted).
     pub watermarked: bool,
     /// Added to the watermark message's value to bound the window ends.
@@ -212,6 +223,12 @@ pub fn plan_stream(
 ) -> Result<StreamPlan> {
     let props = ExecutionProps::new();
     let planned = plan_node(plan, catalog, &props, emit_on_window_close)?;
+    if planned.window.is_some_and(|(spec, _)| spec.is_session()) {
+        return Err(PlanError::Invalid(
+            "a SESSION window in a materialized view needs a GROUP BY (sessions are aggregated)"
+                .into(),
+        ));
+    }
     if emit_on_window_close
         && !planned
             .nodes
@@ -219,7 +236,7 @@ pub fn plan_stream(
             .any(|n| matches!(n, StreamNode::Aggregate(a) if a.window.is_some()))
     {
         return Err(PlanError::Invalid(
-            "EMIT ON WINDOW CLOSE needs a GROUP BY on window_start or window_end of a TUMBLE or HOP window".into(),
+            "EMIT ON WINDOW CLOSE needs a GROUP BY on window_start or window_end of a TUMBLE, HOP, CUMULATE or SESSION window".into(),
         ));
     }
     Ok(StreamPlan {
@@ -289,17 +306,20 @@ fn plan_node(
                         window.table_name
                     ))
                 })?;
-                let adds_key = matches!(window.spec.kind, WindowKind::Hop { .. });
+                let adds_key = window.spec.varying_column().is_some();
                 let full = datafusion::catalog::TableProvider::schema(window);
                 let time_shift = source.watermark_on(window.time_column);
                 // The window operator appends window_start and window_end to the input's columns.
                 let mut watermarks = source.watermarks.clone();
                 if let Some(shift) = time_shift {
                     let start = full.fields().len() - 2;
-                    watermarks.push(WatermarkColumn {
-                        column: start,
-                        shift: shift - window.spec.size(),
-                    });
+                    // A session can start any time before the watermark: no bound on starts.
+                    if let Some(lag) = window.spec.start_lag() {
+                        watermarks.push(WatermarkColumn {
+                            column: start,
+                            shift: shift - lag,
+                        });
+                    }
                     watermarks.push(WatermarkColumn {
                         column: start + 1,
                         shift,
@@ -455,6 +475,24 @@ fn plan_node(
                         _ => None,
                     })
             });
+            let session = match planned.window {
+                Some((spec, _)) if spec.is_session() => Some(session_window(
+                    &spec,
+                    &aggregate.group_expr,
+                    planned.append_only,
+                )?),
+                Some((spec, _)) if matches!(spec.kind, WindowKind::Cumulate { .. }) => {
+                    if matches!(window, Some(WindowBound::Start { .. }))
+                        && !group_has(&aggregate.group_expr, "window_end")
+                    {
+                        return Err(PlanError::Invalid(
+                            "CUMULATE windows share their start: GROUP BY window_end too".into(),
+                        ));
+                    }
+                    None
+                }
+                _ => None,
+            };
             let time_shift = planned.window.and_then(|(_, shift)| shift);
             let watermarked = window.is_some() && time_shift.is_some();
             if emit_on_window_close && window.is_some() && !watermarked {
@@ -480,6 +518,7 @@ fn plan_node(
                     aggregates,
                     input_append_only: planned.append_only,
                     window,
+                    session,
                     watermarked,
                     watermark_shift: time_shift.unwrap_or(0),
                     emit_on_window_close: emit_on_window_close && window.is_some(),
@@ -502,6 +541,41 @@ fn plan_node(
             node_kind(other)
         ))),
     }
+}
+
+fn group_has(group_expr: &[Expr], name: &str) -> bool {
+    group_expr
+        .iter()
+        .any(|e| matches!(e, Expr::Column(c) if c.name == name))
+}
+
+/// Where a session aggregate finds its window columns among the groups.
+fn session_window(
+    spec: &WindowSpec,
+    group_expr: &[Expr],
+    append_only: bool,
+) -> Result<SessionWindow> {
+    let index_of = |name: &str| {
+        group_expr
+            .iter()
+            .position(|e| matches!(e, Expr::Column(c) if c.name == name))
+    };
+    let (start_index, end_index) = (index_of("window_start"), index_of("window_end"));
+    if start_index.is_none() && end_index.is_none() {
+        return Err(PlanError::Invalid(
+            "a SESSION window needs GROUP BY window_start or window_end (with the keys that keep sessions apart)".into(),
+        ));
+    }
+    if !append_only {
+        return Err(PlanError::NotSupported(
+            "SESSION windows over an input with updates or deletes (sessions are built from an append-only input)".into(),
+        ));
+    }
+    Ok(SessionWindow {
+        gap: spec.size(),
+        start_index,
+        end_index,
+    })
 }
 
 fn node_kind(plan: &LogicalPlan) -> String {

@@ -1,16 +1,20 @@
-//! Time windows: `TUMBLE(table, time_col, size [, offset])` and
-//! `HOP(table, time_col, slide, size [, offset])`.
+//! Time windows: `TUMBLE(table, time_col, size [, offset])`,
+//! `HOP(table, time_col, slide, size [, offset])`, `CUMULATE(table, time_col, step, size [, offset])`
+//! and `SESSION(table, time_col, gap)`.
 //!
-//! Both are DataFusion table functions that add `window_start` and `window_end` to the rows of a
+//! All are DataFusion table functions that add `window_start` and `window_end` to the rows of a
 //! table, so a plain `SELECT` over them works in batch, and the stream planner recognises their
-//! provider and turns it into a window operator. The assignment kernel is shared by both.
+//! provider and turns it into a window operator. TUMBLE, HOP and CUMULATE assign each row on
+//! its own (one kernel); SESSION depends on the rows around it: in batch the provider groups the
+//! whole table, per partition (the query's GROUP BY keys, see [`crate::session`]); in a view the
+//! session aggregate operator does it incrementally.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, RwLock};
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Array};
-use datafusion::arrow::compute::{cast, take};
+use datafusion::arrow::compute::{cast, concat_batches, take};
 use datafusion::arrow::datatypes::{
     DataType, Field, Schema, SchemaRef, TimeUnit, TimestampMicrosecondType,
 };
@@ -25,8 +29,30 @@ use datafusion::physical_plan::{collect, ExecutionPlan};
 /// The shape of a window; all durations in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WindowKind {
-    Tumble { size: i64 },
-    Hop { slide: i64, size: i64 },
+    Tumble {
+        size: i64,
+    },
+    Hop {
+        slide: i64,
+        size: i64,
+    },
+    /// Windows `[start, start + k * step)` for k = 1..=size/step, `start` aligned to `size`.
+    Cumulate {
+        step: i64,
+        size: i64,
+    },
+    /// Rows closer than `gap` form one session `[first, last + gap)`; a row alone is
+    /// `[t, t + gap)`, which is what the per-row kernel assigns.
+    Session {
+        gap: i64,
+    },
+}
+
+/// Which window column tells a row's windows apart when a row is in several.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VaryingColumn {
+    Start,
+    End,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,18 +63,45 @@ pub struct WindowSpec {
 }
 
 impl WindowSpec {
+    /// The longest window (a session's gap: the window of a row alone).
     pub fn size(&self) -> i64 {
         match self.kind {
-            WindowKind::Tumble { size } | WindowKind::Hop { size, .. } => size,
+            WindowKind::Tumble { size }
+            | WindowKind::Hop { size, .. }
+            | WindowKind::Cumulate { size, .. } => size,
+            WindowKind::Session { gap } => gap,
         }
     }
 
-    /// Windows per row: 1 for TUMBLE, ceil(size / slide) for HOP.
+    /// Windows per row: 1 for TUMBLE and SESSION, ceil(size / slide) for HOP, size / step
+    /// for CUMULATE (at most).
     pub fn windows_per_row(&self) -> usize {
         match self.kind {
-            WindowKind::Tumble { .. } => 1,
+            WindowKind::Tumble { .. } | WindowKind::Session { .. } => 1,
             WindowKind::Hop { slide, size } => ((size + slide - 1) / slide) as usize,
+            WindowKind::Cumulate { step, size } => (size / step) as usize,
         }
+    }
+
+    /// The window column that must join the stream key, when a row is in several windows.
+    pub fn varying_column(&self) -> Option<VaryingColumn> {
+        match self.kind {
+            WindowKind::Hop { .. } => Some(VaryingColumn::Start),
+            WindowKind::Cumulate { .. } => Some(VaryingColumn::End),
+            WindowKind::Tumble { .. } | WindowKind::Session { .. } => None,
+        }
+    }
+
+    /// How far below the row's time its window starts can lie (None: unbounded, a session).
+    pub fn start_lag(&self) -> Option<i64> {
+        match self.kind {
+            WindowKind::Session { .. } => None,
+            _ => Some(self.size()),
+        }
+    }
+
+    pub fn is_session(&self) -> bool {
+        matches!(self.kind, WindowKind::Session { .. })
     }
 }
 
@@ -57,6 +110,10 @@ impl fmt::Display for WindowSpec {
         match self.kind {
             WindowKind::Tumble { size } => write!(f, "tumble(size={size}us")?,
             WindowKind::Hop { slide, size } => write!(f, "hop(slide={slide}us, size={size}us")?,
+            WindowKind::Cumulate { step, size } => {
+                write!(f, "cumulate(step={step}us, size={size}us")?
+            }
+            WindowKind::Session { gap } => write!(f, "session(gap={gap}us")?,
         }
         if self.offset != 0 {
             write!(f, ", offset={}us", self.offset)?;
@@ -66,19 +123,25 @@ impl fmt::Display for WindowSpec {
 }
 
 /// The windows each row of `times` falls in: for every output row, the index of its input row
-/// and its window start (microseconds). Rows with a NULL time belong to no window.
-pub fn assign_windows(times: &ArrayRef, spec: &WindowSpec) -> DfResult<(UInt32Array, Int64Array)> {
+/// and its window's start and end (microseconds). Rows with a NULL time belong to no window.
+pub fn assign_windows(
+    times: &ArrayRef,
+    spec: &WindowSpec,
+) -> DfResult<(UInt32Array, Int64Array, Int64Array)> {
     let micros = to_micros(times)?;
     let per_row = spec.windows_per_row();
     let mut indices = Vec::with_capacity(micros.len() * per_row);
     let mut starts = Vec::with_capacity(micros.len() * per_row);
+    let mut ends = Vec::with_capacity(micros.len() * per_row);
     // One pass over a primitive column: the expansion itself is inherently per row.
     for (row, ts) in micros.iter().enumerate() {
         let Some(ts) = ts else { continue };
         match spec.kind {
             WindowKind::Tumble { size } => {
+                let start = ts - (ts - spec.offset).rem_euclid(size);
                 indices.push(row as u32);
-                starts.push(ts - (ts - spec.offset).rem_euclid(size));
+                starts.push(start);
+                ends.push(start + size);
             }
             WindowKind::Hop { slide, size } => {
                 let last = ts - (ts - spec.offset).rem_euclid(slide);
@@ -86,12 +149,33 @@ pub fn assign_windows(times: &ArrayRef, spec: &WindowSpec) -> DfResult<(UInt32Ar
                 while start + size > ts {
                     indices.push(row as u32);
                     starts.push(start);
+                    ends.push(start + size);
                     start -= slide;
                 }
             }
+            WindowKind::Cumulate { step, size } => {
+                let start = ts - (ts - spec.offset).rem_euclid(size);
+                // The first end past the row, then every later step up to the full window.
+                let mut end = ts + step - (ts - start).rem_euclid(step);
+                while end <= start + size {
+                    indices.push(row as u32);
+                    starts.push(start);
+                    ends.push(end);
+                    end += step;
+                }
+            }
+            WindowKind::Session { gap } => {
+                indices.push(row as u32);
+                starts.push(ts);
+                ends.push(ts + gap);
+            }
         }
     }
-    Ok((UInt32Array::from(indices), Int64Array::from(starts)))
+    Ok((
+        UInt32Array::from(indices),
+        Int64Array::from(starts),
+        Int64Array::from(ends),
+    ))
 }
 
 /// Microseconds since the epoch (UTC) of a timestamp column, whatever its unit and zone.
@@ -129,8 +213,7 @@ pub fn apply_windows(
 ) -> DfResult<(Vec<ArrayRef>, UInt32Array)> {
     let times = &columns[time_column];
     let time_type = times.data_type().clone();
-    let (indices, starts) = assign_windows(times, spec)?;
-    let ends: Int64Array = starts.unary(|s| s + spec.size());
+    let (indices, starts, ends) = assign_windows(times, spec)?;
     let mut out = columns
         .iter()
         .map(|c| take(c.as_ref(), &indices, None))
@@ -152,28 +235,57 @@ pub fn windowed_schema(inner: &Schema, time_column: usize) -> SchemaRef {
 /// Looks up a table by name for the window functions (Eddy's own catalog).
 pub type TableLookup = Arc<RwLock<HashMap<String, Arc<dyn TableProvider>>>>;
 
-/// `TUMBLE` or `HOP` as a DataFusion table function.
+/// Which window function a [`WindowTableFunction`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowFunction {
+    Tumble,
+    Hop,
+    Cumulate,
+    Session,
+}
+
+impl WindowFunction {
+    pub const ALL: [WindowFunction; 4] = [Self::Tumble, Self::Hop, Self::Cumulate, Self::Session];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Tumble => "TUMBLE",
+            Self::Hop => "HOP",
+            Self::Cumulate => "CUMULATE",
+            Self::Session => "SESSION",
+        }
+    }
+
+    fn usage(self) -> &'static str {
+        match self {
+            Self::Tumble => "TUMBLE(table, time_column, size [, offset])",
+            Self::Hop => "HOP(table, time_column, slide, size [, offset])",
+            Self::Cumulate => "CUMULATE(table, time_column, step, size [, offset])",
+            Self::Session => "SESSION(table, time_column, gap)",
+        }
+    }
+
+    /// How many interval arguments follow the table and time column, and whether an offset
+    /// may follow them.
+    fn intervals(self) -> (usize, bool) {
+        match self {
+            Self::Tumble => (1, true),
+            Self::Hop | Self::Cumulate => (2, true),
+            Self::Session => (1, false),
+        }
+    }
+}
+
+/// A window function as a DataFusion table function.
 #[derive(Debug)]
 pub struct WindowTableFunction {
-    hop: bool,
+    function: WindowFunction,
     tables: TableLookup,
 }
 
 impl WindowTableFunction {
-    pub fn tumble(tables: TableLookup) -> Self {
-        Self { hop: false, tables }
-    }
-
-    pub fn hop(tables: TableLookup) -> Self {
-        Self { hop: true, tables }
-    }
-
-    fn name(&self) -> &'static str {
-        if self.hop {
-            "HOP"
-        } else {
-            "TUMBLE"
-        }
+    pub fn new(function: WindowFunction, tables: TableLookup) -> Self {
+        Self { function, tables }
     }
 }
 
@@ -203,16 +315,13 @@ fn interval_arg(name: &str, what: &str, expr: &Expr) -> DfResult<i64> {
 
 impl TableFunctionImpl for WindowTableFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
-        let name = self.name();
+        let name = self.function.name();
         let exprs = args.exprs();
-        let (min, max) = if self.hop { (4, 5) } else { (3, 4) };
+        let (intervals, offset) = self.function.intervals();
+        let min = 2 + intervals;
+        let max = min + usize::from(offset);
         if exprs.len() < min || exprs.len() > max {
-            let usage = if self.hop {
-                "HOP(table, time_column, slide, size [, offset])"
-            } else {
-                "TUMBLE(table, time_column, size [, offset])"
-            };
-            return plan_err!("{name} takes {usage}");
+            return plan_err!("{name} takes {}", self.function.usage());
         }
         let Expr::Column(table) = &exprs[0] else {
             return plan_err!(
@@ -260,19 +369,30 @@ impl TableFunctionImpl for WindowTableFunction {
                 );
             }
         }
-        let kind = if self.hop {
-            let slide = interval_arg(name, "slide", &exprs[2])?;
-            let size = interval_arg(name, "size", &exprs[3])?;
-            if size < slide {
-                return plan_err!("HOP: the size must be at least the slide");
+        let interval = |i: usize, what: &str| interval_arg(name, what, &exprs[2 + i]);
+        let kind = match self.function {
+            WindowFunction::Tumble => WindowKind::Tumble {
+                size: interval(0, "size")?,
+            },
+            WindowFunction::Hop => {
+                let (slide, size) = (interval(0, "slide")?, interval(1, "size")?);
+                if size < slide {
+                    return plan_err!("HOP: the size must be at least the slide");
+                }
+                WindowKind::Hop { slide, size }
             }
-            WindowKind::Hop { slide, size }
-        } else {
-            WindowKind::Tumble {
-                size: interval_arg(name, "size", &exprs[2])?,
+            WindowFunction::Cumulate => {
+                let (step, size) = (interval(0, "step")?, interval(1, "size")?);
+                if size % step != 0 {
+                    return plan_err!("CUMULATE: the size must be a whole multiple of the step");
+                }
+                WindowKind::Cumulate { step, size }
             }
+            WindowFunction::Session => WindowKind::Session {
+                gap: interval(0, "gap")?,
+            },
         };
-        let offset = match exprs.get(if self.hop { 4 } else { 3 }) {
+        let offset = match exprs.get(2 + intervals) {
             Some(e) => interval_arg(name, "offset", e)?,
             None => 0,
         };
@@ -282,6 +402,7 @@ impl TableFunctionImpl for WindowTableFunction {
             table_name,
             time_column,
             spec: WindowSpec { kind, offset },
+            partition: Vec::new(),
         }))
     }
 }
@@ -293,7 +414,23 @@ pub struct WindowTableProvider {
     pub table_name: String,
     pub time_column: usize,
     pub spec: WindowSpec,
+    /// SESSION only: the columns (of `inner`) whose values keep sessions apart.
+    pub partition: Vec<usize>,
     schema: SchemaRef,
+}
+
+impl WindowTableProvider {
+    /// The same window with sessions kept apart by `partition`.
+    pub fn with_partition(&self, partition: Vec<usize>) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            table_name: self.table_name.clone(),
+            time_column: self.time_column,
+            spec: self.spec,
+            partition,
+            schema: self.schema.clone(),
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -326,9 +463,20 @@ impl TableProvider for WindowTableProvider {
         let plan = self.inner.scan(state, None, &[], None).await?;
         let batches = collect(plan, state.task_ctx()).await?;
         let mut windowed = Vec::with_capacity(batches.len());
-        for batch in batches {
-            let (columns, _) = apply_windows(batch.columns(), self.time_column, &self.spec)?;
+        if self.spec.is_session() {
+            let all = concat_batches(&self.inner.schema(), &batches)?;
+            let columns = crate::session::sessions_in_batch(
+                all.columns(),
+                self.time_column,
+                &self.partition,
+                self.spec.size(),
+            )?;
             windowed.push(RecordBatch::try_new(self.schema.clone(), columns)?);
+        } else {
+            for batch in batches {
+                let (columns, _) = apply_windows(batch.columns(), self.time_column, &self.spec)?;
+                windowed.push(RecordBatch::try_new(self.schema.clone(), columns)?);
+            }
         }
         Ok(MemorySourceConfig::try_new_exec(
             &[windowed],
@@ -353,7 +501,7 @@ mod tests {
             kind: WindowKind::Tumble { size: 10 },
             offset: 0,
         };
-        let (idx, starts) = assign_windows(&times(&[0, 9, 10, -1]), &spec).unwrap();
+        let (idx, starts, _) = assign_windows(&times(&[0, 9, 10, -1]), &spec).unwrap();
         assert_eq!(idx.values().to_vec(), vec![0, 1, 2, 3]);
         assert_eq!(starts.values().to_vec(), vec![0, 0, 10, -10]);
     }
@@ -364,7 +512,7 @@ mod tests {
             kind: WindowKind::Hop { slide: 5, size: 10 },
             offset: 0,
         };
-        let (idx, starts) = assign_windows(&times(&[12, 15]), &spec).unwrap();
+        let (idx, starts, _) = assign_windows(&times(&[12, 15]), &spec).unwrap();
         assert_eq!(idx.values().to_vec(), vec![0, 0, 1, 1]);
         assert_eq!(starts.values().to_vec(), vec![10, 5, 15, 10]);
     }
@@ -375,7 +523,28 @@ mod tests {
             kind: WindowKind::Tumble { size: 10 },
             offset: 3,
         };
-        let (_, starts) = assign_windows(&times(&[2, 3, 12, 13]), &spec).unwrap();
+        let (_, starts, _) = assign_windows(&times(&[2, 3, 12, 13]), &spec).unwrap();
         assert_eq!(starts.values().to_vec(), vec![-7, 3, 3, 13]);
+    }
+
+    #[test]
+    fn cumulate_assigns_every_growing_window_that_holds_the_row() {
+        let spec = WindowSpec {
+            kind: WindowKind::Cumulate { step: 5, size: 15 },
+            offset: 0,
+        };
+        let (idx, starts, ends) = assign_windows(&times(&[0, 4, 5, 14, 15]), &spec).unwrap();
+        assert_eq!(
+            idx.values().to_vec(),
+            vec![0, 0, 0, 1, 1, 1, 2, 2, 3, 4, 4, 4]
+        );
+        assert_eq!(
+            starts.values().to_vec(),
+            vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15]
+        );
+        assert_eq!(
+            ends.values().to_vec(),
+            vec![5, 10, 15, 5, 10, 15, 10, 15, 15, 20, 25, 30]
+        );
     }
 }

@@ -19,8 +19,8 @@ use eddy_planner::statement::{parse_statements, ParsedStatement};
 use eddy_planner::stream_plan::plan_stream;
 use eddy_planner::window::{interval_micros, TableLookup};
 use eddy_planner::{
-    EddyStatement, SourceInfo, StreamCatalog, StreamPlan, WatermarkColumn, WatermarkDef,
-    WindowTableFunction,
+    EddyStatement, SessionPartitionRule, SourceInfo, StreamCatalog, StreamPlan, WatermarkColumn,
+    WatermarkDef, WindowFunction, WindowTableFunction,
 };
 use eddy_storage::{CatalogEntry, ObjectKind, Store, TableId};
 
@@ -77,18 +77,17 @@ impl Database {
             .set_bool("datafusion.sql_parser.map_string_types_to_utf8view", false);
         let ctx = SessionContext::new_with_config(config);
         let window_tables: TableLookup = Arc::new(RwLock::new(HashMap::new()));
-        for name in ["tumble", "TUMBLE", "Tumble"] {
-            ctx.register_udtf(
-                name,
-                Arc::new(WindowTableFunction::tumble(window_tables.clone())),
-            );
+        for function in WindowFunction::ALL {
+            let upper = function.name();
+            let mut capitalized = upper[..1].to_string();
+            capitalized.push_str(&upper[1..].to_lowercase());
+            for name in [upper.to_lowercase(), upper.to_string(), capitalized] {
+                let udtf = WindowTableFunction::new(function, window_tables.clone());
+                ctx.register_udtf(&name, Arc::new(udtf));
+            }
         }
-        for name in ["hop", "HOP", "Hop"] {
-            ctx.register_udtf(
-                name,
-                Arc::new(WindowTableFunction::hop(window_tables.clone())),
-            );
-        }
+        // Sessions are kept apart by the GROUP BY keys, in batch as in views.
+        ctx.add_analyzer_rule(Arc::new(SessionPartitionRule));
         let catalog = ctx
             .catalog(DATABASE)
             .ok_or_else(|| ServerError::internal("default catalog missing"))?;

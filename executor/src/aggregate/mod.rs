@@ -7,7 +7,10 @@
 //! states are written into the epoch's batch and merged back on restart.
 
 mod min_max;
+mod session;
 mod state;
+
+pub use session::SessionAggregateOperator;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;

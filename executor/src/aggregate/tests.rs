@@ -71,6 +71,7 @@ fn plan(input_append_only: bool) -> AggregatePlan {
         window: None,
         watermarked: false,
         watermark_shift: 0,
+        session: None,
         emit_on_window_close: false,
         schema: Arc::new(Schema::new(vec![
             Field::new("k", DataType::Int64, true),

@@ -1,8 +1,9 @@
-//! Assigns each row to its TUMBLE or HOP windows, adding `window_start` and `window_end`.
+//! Assigns each row to its TUMBLE, HOP or CUMULATE windows (or its own one-row SESSION),
+//! adding `window_start` and `window_end`.
 
 use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::SchemaRef;
-use eddy_planner::window::apply_windows;
+use eddy_planner::window::{apply_windows, VaryingColumn};
 use eddy_planner::WindowSpec;
 
 use crate::{Message, Operator, Result, StreamChunk};
@@ -40,7 +41,13 @@ impl Operator for WindowOperator {
             .map(|k| take(k.as_ref(), &indices, None))
             .collect::<Result<Vec<_>, _>>()?;
         if self.adds_key {
-            key.push(columns[columns.len() - 2].clone());
+            // A row in several windows: the varying bound tells its copies apart.
+            let last = columns.len() - 1;
+            let index = match self.spec.varying_column() {
+                Some(VaryingColumn::End) => last,
+                _ => last - 1,
+            };
+            key.push(columns[index].clone());
         }
         let ops = indices
             .values()
