@@ -5,6 +5,8 @@
 //! - [`statement`]: splits SQL text into statements and parses Eddy's extensions
 //!   (`WATERMARK FOR`, `APPEND ONLY`, `EMIT ON WINDOW CLOSE`, `FLUSH`, `RECOVER`, `SHOW ...`)
 //!   around sqlparser.
+//! - [`flink_windows`]: Flink's `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), ...))` forms, rewritten
+//!   into Eddy's before parsing.
 //! - [`window`]: `TUMBLE` / `HOP` / `CUMULATE` / `SESSION` as DataFusion table functions, and
 //!   the window-assignment kernel shared by batch queries and the streaming window operator.
 //! - [`session`]: sessions in batch, and the rule that partitions them by the GROUP BY keys.
@@ -12,6 +14,7 @@
 //!   incremental operators.
 
 pub mod error;
+pub mod flink_windows;
 pub mod session;
 pub mod statement;
 pub mod stream_plan;
