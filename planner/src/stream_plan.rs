@@ -106,6 +106,8 @@ pub struct SessionWindow {
 pub struct AggregatePlan {
     pub group_exprs: Vec<Arc<dyn PhysicalExpr>>,
     pub aggregates: Vec<Arc<AggregateFunctionExpr>>,
+    /// Each aggregate's `FILTER (WHERE ...)`, if it has one.
+    pub filters: Vec<Option<Arc<dyn PhysicalExpr>>>,
     /// Whether the input only ever inserts (then non-retractable accumulators are fine).
     pub input_append_only: bool,
     /// Set when the groups are windows whose end the watermark can pass.
@@ -437,6 +439,7 @@ fn plan_node(
                 .map(|e| physical(e, input_schema, props))
                 .collect::<Result<Vec<_>>>()?;
             let mut aggregates = Vec::with_capacity(aggregate.aggr_expr.len());
+            let mut filters = Vec::with_capacity(aggregate.aggr_expr.len());
             for expr in &aggregate.aggr_expr {
                 #[allow(deprecated)]
                 let (agg, filter, ordering) = create_aggregate_expr_and_maybe_filter(
@@ -445,19 +448,11 @@ fn plan_node(
                     physical_input,
                     props,
                 )?;
-                if filter.is_some() {
-                    return Err(PlanError::NotSupported(format!(
-                        "FILTER (WHERE ...) in a materialized view aggregate ({})",
-                        agg.name()
-                    )));
-                }
-                if !ordering.is_empty() {
-                    return Err(PlanError::NotSupported(format!(
-                        "ORDER BY inside an aggregate in a materialized view ({})",
-                        agg.name()
-                    )));
-                }
+                // An ORDER BY inside the call is the accumulator's own (its sort columns
+                // follow the arguments), so `ordering` needs nothing more here.
+                let _ = ordering;
                 aggregates.push(agg);
+                filters.push(filter);
             }
             let window = planned.window.and_then(|(spec, _)| {
                 aggregate
@@ -516,6 +511,7 @@ fn plan_node(
                 .push(StreamNode::Aggregate(Box::new(AggregatePlan {
                     group_exprs,
                     aggregates,
+                    filters,
                     input_append_only: planned.append_only,
                     window,
                     session,

@@ -15,7 +15,7 @@ pub use session::SessionAggregateOperator;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, UInt32Array};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array};
 use datafusion::arrow::compute::{cast, take};
 use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::common::ScalarValue;
@@ -26,7 +26,7 @@ use eddy_storage::{EpochBatch, RowCodec, Store, TableId};
 
 use crate::{Barrier, ExecError, Message, Op, Operator, Result, StreamChunk, Watermark};
 use min_max::RetractableMinMax;
-use state::StateCodec;
+use state::{rebuild_after_state, StateCodec};
 
 /// One group's running aggregate.
 struct Group {
@@ -62,7 +62,12 @@ impl AggregateOperator {
             .collect();
         let key_codec = RowCodec::new(Arc::new(Schema::new(group_fields)))?;
         let probe = new_accumulators(&plan)?;
-        let state_codec = StateCodec::new(probe)?;
+        let rebuild = plan
+            .aggregates
+            .iter()
+            .map(|a| rebuild_after_state(a))
+            .collect();
+        let state_codec = StateCodec::new(probe, rebuild)?;
         let mut operator = Self {
             plan,
             state_table,
@@ -215,14 +220,17 @@ fn new_accumulators(plan: &AggregatePlan) -> Result<Vec<Box<dyn Accumulator>>> {
                 return Ok(Box::new(RetractableMinMax::new(name == "max", data_type)?)
                     as Box<dyn Accumulator>);
             }
-            let accumulator = agg.create_sliding_accumulator()?;
-            if !accumulator.supports_retract_batch() {
-                return Err(ExecError::NotSupported(format!(
-                    "{}() cannot retract rows, so it cannot aggregate an input with updates or deletes (a table with a primary key or without APPEND ONLY)",
-                    agg.fun().name()
-                )));
-            }
-            Ok(accumulator)
+            // DataFusion refuses a sliding accumulator for some functions and gives one that
+            // cannot retract for others: either way the function cannot follow deletes.
+            agg.create_sliding_accumulator()
+                .ok()
+                .filter(|a| a.supports_retract_batch())
+                .ok_or_else(|| {
+                    ExecError::NotSupported(format!(
+                        "{}() cannot retract rows, so it cannot aggregate an input with updates or deletes (a table with a primary key or without APPEND ONLY, an upsert source, or a view that updates its rows)",
+                        agg.fun().name()
+                    ))
+                })
         })
         .collect()
 }
@@ -240,17 +248,7 @@ impl Operator for AggregateOperator {
             .iter()
             .map(|e| e.evaluate(&chunk.batch)?.into_array(rows))
             .collect::<Result<Vec<_>, _>>()?;
-        let arguments: Vec<Vec<ArrayRef>> = self
-            .plan
-            .aggregates
-            .iter()
-            .map(|agg| {
-                agg.expressions()
-                    .iter()
-                    .map(|e| e.evaluate(&chunk.batch)?.into_array(rows))
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .collect::<Result<_, _>>()?;
+        let inputs = AggregateInputs::evaluate(&self.plan, &chunk.batch)?;
         let window_ends = self.window_ends(&group_columns)?;
         let keys = if group_columns.is_empty() {
             None
@@ -288,12 +286,12 @@ impl Operator for AggregateOperator {
                 .groups
                 .get_mut(key)
                 .ok_or_else(|| internal("group vanished"))?;
-            for (accumulator, args) in group.accumulators.iter_mut().zip(&arguments) {
-                if !inserts.is_empty() {
-                    accumulator.update_batch(&take_all(args, inserts)?)?;
+            for (index, accumulator) in group.accumulators.iter_mut().enumerate() {
+                if let Some(args) = inputs.take(index, inserts)? {
+                    accumulator.update_batch(&args)?;
                 }
-                if !retracts.is_empty() {
-                    accumulator.retract_batch(&take_all(args, retracts)?)?;
+                if let Some(args) = inputs.take(index, retracts)? {
+                    accumulator.retract_batch(&args)?;
                 }
             }
             group.row_count += inserts.len() as i64 - retracts.len() as i64;
@@ -362,7 +360,10 @@ impl Operator for AggregateOperator {
                 self.groups.remove(&key);
                 epoch.delete(self.state_table, &key);
             } else {
-                epoch.put(self.state_table, &key, self.state_codec.encode(group)?);
+                let state = self
+                    .state_codec
+                    .encode(group, || new_accumulators(&self.plan))?;
+                epoch.put(self.state_table, &key, state);
             }
         }
         for key in std::mem::take(&mut self.evicted) {
@@ -380,6 +381,59 @@ impl Operator for AggregateOperator {
             .values()
             .filter(|groups| !groups.is_empty())
             .count()
+    }
+}
+
+/// What each aggregate reads from one chunk: its arguments (then its ORDER BY columns, which
+/// order-sensitive accumulators sort by themselves) and its FILTER.
+struct AggregateInputs {
+    arguments: Vec<Vec<ArrayRef>>,
+    filters: Vec<Option<BooleanArray>>,
+}
+
+impl AggregateInputs {
+    fn evaluate(plan: &AggregatePlan, batch: &RecordBatch) -> Result<Self> {
+        let rows = batch.num_rows();
+        let arguments = plan
+            .aggregates
+            .iter()
+            .map(|agg| {
+                let order_by = agg.order_bys().iter().map(|sort| sort.expr.clone());
+                agg.expressions()
+                    .into_iter()
+                    .chain(order_by)
+                    .map(|e| e.evaluate(batch)?.into_array(rows))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .collect::<Result<_, _>>()?;
+        let filters = plan
+            .filters
+            .iter()
+            .map(|filter| -> Result<Option<BooleanArray>> {
+                let Some(filter) = filter else {
+                    return Ok(None);
+                };
+                let mask = filter.evaluate(batch)?.into_array(rows)?;
+                Ok(Some(mask.as_boolean().clone()))
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self { arguments, filters })
+    }
+
+    /// Aggregate `index`'s inputs at `indices` (those its FILTER keeps); None when no row is.
+    fn take(&self, index: usize, indices: &[u32]) -> Result<Option<Vec<ArrayRef>>> {
+        let kept: Vec<u32> = match &self.filters[index] {
+            Some(mask) => indices
+                .iter()
+                .copied()
+                .filter(|&i| mask.is_valid(i as usize) && mask.value(i as usize))
+                .collect(),
+            None => indices.to_vec(),
+        };
+        if kept.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(take_all(&self.arguments[index], &kept)?))
     }
 }
 

@@ -15,8 +15,8 @@ use eddy_planner::window::{from_micros, to_micros};
 use eddy_planner::{AggregatePlan, SessionWindow};
 use eddy_storage::{EpochBatch, RowCodec, Store, TableId};
 
-use super::state::StateCodec;
-use super::{evaluate_all, internal, new_accumulators, take_all, Group};
+use super::state::{rebuild_after_state, StateCodec};
+use super::{evaluate_all, internal, new_accumulators, AggregateInputs, Group};
 use crate::{Barrier, ExecError, Message, Op, Operator, Result, StreamChunk, Watermark};
 
 /// One open session of one partition (its start is the map key it is stored under).
@@ -91,7 +91,12 @@ impl SessionAggregateOperator {
         let mut key_fields = partition_fields;
         key_fields.push(Field::new("session_start", DataType::Int64, false));
         let state_key_codec = RowCodec::new(Arc::new(Schema::new(key_fields)))?;
-        let state_codec = StateCodec::new(new_accumulators(&plan)?)?;
+        let rebuild = plan
+            .aggregates
+            .iter()
+            .map(|a| rebuild_after_state(a))
+            .collect();
+        let state_codec = StateCodec::new(new_accumulators(&plan)?, rebuild)?;
         let mut operator = Self {
             plan,
             window,
@@ -203,7 +208,7 @@ impl SessionAggregateOperator {
     }
 
     /// Stores the session a run of rows formed with the stored sessions it absorbed.
-    fn store_run(&mut self, run: Run, arguments: &[Vec<ArrayRef>]) -> Result<()> {
+    fn store_run(&mut self, run: Run, inputs: &AggregateInputs) -> Result<()> {
         let Run {
             partition,
             start,
@@ -229,8 +234,10 @@ impl SessionAggregateOperator {
             group.row_count += old.group.row_count;
             replaces.append(&mut old.replaces);
         }
-        for (accumulator, args) in group.accumulators.iter_mut().zip(arguments) {
-            accumulator.update_batch(&take_all(args, &rows)?)?;
+        for (index, accumulator) in group.accumulators.iter_mut().enumerate() {
+            if let Some(args) = inputs.take(index, &rows)? {
+                accumulator.update_batch(&args)?;
+            }
         }
         group.row_count += rows.len() as i64;
         self.removed.remove(&(partition.clone(), start));
@@ -348,17 +355,7 @@ impl Operator for SessionAggregateOperator {
             .iter()
             .map(|e| e.evaluate(&chunk.batch)?.into_array(rows))
             .collect::<Result<Vec<_>, _>>()?;
-        let arguments: Vec<Vec<ArrayRef>> = self
-            .plan
-            .aggregates
-            .iter()
-            .map(|agg| {
-                agg.expressions()
-                    .iter()
-                    .map(|e| e.evaluate(&chunk.batch)?.into_array(rows))
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .collect::<Result<_, _>>()?;
+        let inputs = AggregateInputs::evaluate(&self.plan, &chunk.batch)?;
         // The window operator gave each row its own session [t, t + gap).
         let times: Int64Array = match (self.window.start_index, self.window.end_index) {
             (Some(start), _) => to_micros(&group_columns[start])?,
@@ -394,7 +391,7 @@ impl Operator for SessionAggregateOperator {
                 }
             }
             if let Some(done) = run.take() {
-                self.store_run(done, &arguments)?;
+                self.store_run(done, &inputs)?;
             }
             let (mut start, mut end) = (t, t + gap);
             let absorbed = self.absorb(&keys[row], &mut start, &mut end);
@@ -407,7 +404,7 @@ impl Operator for SessionAggregateOperator {
             });
         }
         if let Some(done) = run {
-            self.store_run(done, &arguments)?;
+            self.store_run(done, &inputs)?;
         }
         Ok(())
     }
@@ -483,7 +480,8 @@ impl Operator for SessionAggregateOperator {
             epoch.put(
                 self.state_table,
                 &key,
-                self.state_codec.encode(&mut session.group)?,
+                self.state_codec
+                    .encode(&mut session.group, || new_accumulators(&self.plan))?,
             );
         }
         Ok(())

@@ -16,13 +16,30 @@ pub(super) struct StateCodec {
     codec: RowCodec,
     /// How many state columns each accumulator has, in order.
     widths: Vec<usize>,
+    /// Accumulators whose `state()` may hand over their contents (DataFusion's contract is
+    /// "final state for a merge"; percentile_cont, median and string_agg move their values
+    /// out): after saving, they are rebuilt from what was saved.
+    rebuild: Vec<bool>,
+}
+
+/// Aggregates whose `state()` leaves the accumulator as it was.
+const STATE_KEEPS_VALUES: [&str; 8] = [
+    "count", "sum", "avg", "mean", "min", "max", "bool_and", "bool_or",
+];
+
+/// Whether `aggregate`'s accumulator must be rebuilt after its state is taken.
+pub(super) fn rebuild_after_state(
+    aggregate: &datafusion::physical_expr::aggregate::AggregateFunctionExpr,
+) -> bool {
+    let name = aggregate.fun().name().to_lowercase();
+    aggregate.is_distinct() || !STATE_KEEPS_VALUES.contains(&name.as_str())
 }
 
 const HEADER: usize = 3;
 
 impl StateCodec {
     /// Derives the state layout from freshly made accumulators.
-    pub(super) fn new(mut probe: Vec<Box<dyn Accumulator>>) -> Result<Self> {
+    pub(super) fn new(mut probe: Vec<Box<dyn Accumulator>>, rebuild: Vec<bool>) -> Result<Self> {
         let mut fields = vec![
             Field::new("row_count", DataType::Int64, true),
             Field::new("emitted", DataType::Boolean, true),
@@ -39,17 +56,40 @@ impl StateCodec {
         Ok(Self {
             codec: RowCodec::new(Arc::new(Schema::new(fields)))?,
             widths,
+            rebuild,
         })
     }
 
-    pub(super) fn encode(&self, group: &mut Group) -> Result<Vec<u8>> {
+    /// Encodes a group's state; `fresh` makes new accumulators for those that must be
+    /// rebuilt from it.
+    pub(super) fn encode(
+        &self,
+        group: &mut Group,
+        fresh: impl FnOnce() -> Result<Vec<Box<dyn Accumulator>>>,
+    ) -> Result<Vec<u8>> {
         let mut values = vec![
             ScalarValue::Int64(Some(group.row_count)),
             ScalarValue::Boolean(Some(group.last_output.is_some())),
             ScalarValue::Int64(group.window_end),
         ];
+        let mut states = Vec::with_capacity(group.accumulators.len());
         for accumulator in group.accumulators.iter_mut() {
-            values.extend(accumulator.state()?);
+            let state = accumulator.state()?;
+            values.extend(state.iter().cloned());
+            states.push(state);
+        }
+        if self.rebuild.iter().any(|&r| r) {
+            let mut fresh = fresh()?;
+            for (i, state) in states.iter().enumerate() {
+                if self.rebuild[i] {
+                    let arrays = state
+                        .iter()
+                        .map(|v| v.to_array_of_size(1))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    fresh[i].merge_batch(&arrays)?;
+                    std::mem::swap(&mut group.accumulators[i], &mut fresh[i]);
+                }
+            }
         }
         let schema = self.codec.schema().clone();
         let columns = values

@@ -67,6 +67,7 @@ fn plan(input_append_only: bool) -> AggregatePlan {
     AggregatePlan {
         group_exprs: vec![Arc::new(Column::new("k", 0))],
         aggregates: vec![Arc::new(sum), Arc::new(max)],
+        filters: vec![None, None],
         input_append_only,
         window: None,
         watermarked: false,
