@@ -152,9 +152,37 @@ impl StreamPlan {
 
     /// Whether some operator keeps state that grows with the number of distinct keys forever.
     pub fn has_unbounded_state(&self) -> bool {
-        self.nodes.iter().any(|n| match n {
-            StreamNode::Aggregate(agg) => !agg.group_exprs.is_empty() && !agg.watermarked,
-            _ => false,
+        self.unbounded_state().is_some()
+    }
+
+    /// Why this view's state grows forever, and how to bound it; None when it is bounded.
+    ///
+    /// An aggregate over an append-only input keeps a row per group it has ever seen unless a
+    /// watermark closes its groups' windows. (Over a table with updates its state follows the
+    /// table's rows, which deletes bound.)
+    pub fn unbounded_state(&self) -> Option<String> {
+        self.nodes.iter().find_map(|n| {
+            let StreamNode::Aggregate(agg) = n else {
+                return None;
+            };
+            if agg.group_exprs.is_empty() || agg.watermarked || !agg.input_append_only {
+                return None;
+            }
+            let keys: Vec<&str> = agg.schema.fields()[..agg.group_exprs.len()]
+                .iter()
+                .map(|f| f.name().as_str())
+                .collect();
+            let keys = keys.join(", ");
+            Some(if agg.window.is_some() {
+                format!(
+                    "its windows never close, so it keeps state for every ({keys}) forever: \"{}\" has no watermark on the window's time column. To bound it, declare WATERMARK FOR col AS col - INTERVAL '...' on \"{}\"",
+                    self.source.name, self.source.name
+                )
+            } else {
+                format!(
+                    "it keeps state for every distinct ({keys}) forever: its input only grows and nothing closes its groups. To bound it, group by window_start or window_end of a TUMBLE, HOP, CUMULATE or SESSION window over a column with a WATERMARK"
+                )
+            })
         })
     }
 }

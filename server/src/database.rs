@@ -37,14 +37,29 @@ pub enum Outcome {
     Command {
         tag: String,
         rows: Option<usize>,
+        /// NOTICE messages for the client, sent before the command completes.
+        notices: Vec<String>,
     },
 }
 
 impl Outcome {
     pub(crate) fn command(tag: &str) -> Self {
+        Self::with_rows(tag, None)
+    }
+
+    pub(crate) fn with_rows(tag: &str, rows: Option<usize>) -> Self {
         Outcome::Command {
             tag: tag.to_string(),
-            rows: None,
+            rows,
+            notices: Vec::new(),
+        }
+    }
+
+    /// The notices this outcome carries.
+    pub fn notices(&self) -> &[String] {
+        match self {
+            Outcome::Command { notices, .. } => notices,
+            Outcome::Rows { .. } => &[],
         }
     }
 }
@@ -227,12 +242,19 @@ impl Database {
                 let plan = self.plan_view(query, *emit_on_window_close).await?;
                 let info = plan.as_source(name);
                 let schema = plan.schema.clone();
+                let unbounded = plan.unbounded_state();
                 let id = self
                     .engine
                     .create_view(name.clone(), parsed.sql.clone(), plan)
                     .await?;
                 self.register_view(info, schema, id)?;
-                Ok(Outcome::command("CREATE MATERIALIZED VIEW"))
+                let mut outcome = Outcome::command("CREATE MATERIALIZED VIEW");
+                if let (Some(why), Outcome::Command { notices, .. }) = (unbounded, &mut outcome) {
+                    notices.push(format!(
+                        "materialized view \"{name}\" has unbounded state: {why}"
+                    ));
+                }
+                Ok(outcome)
             }
             EddyStatement::Drop {
                 object_type,
@@ -635,18 +657,12 @@ impl Database {
                     .map(|b| conform(b, &def.schema))
                     .collect::<Result<Vec<_>>>()?;
                 let rows = self.engine.insert(name, batches).await?;
-                Ok(Outcome::Command {
-                    tag: "INSERT 0".into(),
-                    rows: Some(rows as usize),
-                })
+                Ok(Outcome::with_rows("INSERT 0", Some(rows as usize)))
             }
             WriteOp::Delete => {
                 let predicate = self.dml_predicate(&dml.input)?;
                 let rows = self.engine.delete(name, predicate).await?;
-                Ok(Outcome::Command {
-                    tag: "DELETE".into(),
-                    rows: Some(rows as usize),
-                })
+                Ok(Outcome::with_rows("DELETE", Some(rows as usize)))
             }
             WriteOp::Update => {
                 let LogicalPlan::Projection(projection) = dml.input.as_ref() else {
@@ -662,10 +678,7 @@ impl Database {
                     .collect::<datafusion::error::Result<Vec<_>>>()?;
                 let predicate = self.dml_predicate(&projection.input)?;
                 let rows = self.engine.update(name, predicate, assignments).await?;
-                Ok(Outcome::Command {
-                    tag: "UPDATE".into(),
-                    rows: Some(rows as usize),
-                })
+                Ok(Outcome::with_rows("UPDATE", Some(rows as usize)))
             }
             other => Err(ServerError::not_supported(format!("{other}"))),
         }

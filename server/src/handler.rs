@@ -9,7 +9,7 @@ use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::sql::sqlparser::ast::Statement;
 use eddy_planner::statement::{parse_statements, ParsedStatement};
 use eddy_planner::EddyStatement;
-use futures::{stream, Sink};
+use futures::{stream, Sink, SinkExt};
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::StartupHandler;
 use pgwire::api::portal::{Format, Portal};
@@ -18,7 +18,7 @@ use pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::stmt::QueryParser;
 use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
-use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 
 use crate::database::{Database, Outcome};
@@ -50,7 +50,7 @@ impl EddyHandler {
 
 fn to_response(outcome: Outcome, format: &Format) -> PgWireResult<Response> {
     match outcome {
-        Outcome::Command { tag, rows } => {
+        Outcome::Command { tag, rows, .. } => {
             let tag = match (tag.as_str(), rows) {
                 ("BEGIN", _) => return Ok(Response::TransactionStart(Tag::new("BEGIN"))),
                 ("COMMIT" | "ROLLBACK", _) => return Ok(Response::TransactionEnd(Tag::new(&tag))),
@@ -73,11 +73,28 @@ fn to_response(outcome: Outcome, format: &Format) -> PgWireResult<Response> {
     }
 }
 
+/// Sends a statement's NOTICEs ahead of its result.
+async fn send_notices<C>(client: &mut C, outcome: &Outcome) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    for notice in outcome.notices() {
+        let info = ErrorInfo::new("NOTICE".to_string(), "00000".to_string(), notice.clone());
+        client
+            .send(PgWireBackendMessage::NoticeResponse(info.into()))
+            .await?;
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl SimpleQueryHandler for EddyHandler {
-    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
-        C: ClientInfo + Unpin + Send + Sync,
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let statements = match parse_statements(query) {
             Ok(statements) => statements,
@@ -94,7 +111,10 @@ impl SimpleQueryHandler for EddyHandler {
         // Like Postgres, the first failing statement ends the query string.
         for statement in &statements {
             match self.db.execute(statement, None).await {
-                Ok(outcome) => responses.push(to_response(outcome, &Format::UnifiedText)?),
+                Ok(outcome) => {
+                    send_notices(client, &outcome).await?;
+                    responses.push(to_response(outcome, &Format::UnifiedText)?)
+                }
                 Err(e) => {
                     responses.push(Response::Error(Box::new(e.into_error_info())));
                     break;
@@ -235,7 +255,7 @@ impl ExtendedQueryHandler for EddyHandler {
 
     async fn do_query<C>(
         &self,
-        _client: &mut C,
+        client: &mut C,
         portal: &Portal<Self::Statement>,
         _max_rows: usize,
     ) -> PgWireResult<Response>
@@ -259,7 +279,10 @@ impl ExtendedQueryHandler for EddyHandler {
             None
         };
         match self.db.execute(&statement.parsed, params).await {
-            Ok(outcome) => to_response(outcome, &portal.result_column_format),
+            Ok(outcome) => {
+                send_notices(client, &outcome).await?;
+                to_response(outcome, &portal.result_column_format)
+            }
             Err(e) => Ok(Response::Error(Box::new(e.into_error_info()))),
         }
     }

@@ -1,0 +1,123 @@
+//! NOTICEs: creating a view whose state grows forever succeeds and says so, and how to bound
+//! it; a bounded view gets no notice. Both protocols.
+
+use std::future::poll_fn;
+
+use eddy_sqllogictest::EddyProcess;
+use tokio::sync::mpsc;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+/// A client whose notices arrive on the returned channel.
+async fn connect_with_notices(
+    eddy: &EddyProcess,
+) -> (tokio_postgres::Client, mpsc::UnboundedReceiver<String>) {
+    let (client, mut connection) = eddy.pg_config().connect(NoTls).await.unwrap();
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(message) = poll_fn(|cx| connection.poll_message(cx)).await {
+            match message {
+                Ok(AsyncMessage::Notice(notice)) => {
+                    let _ = tx.send(notice.message().to_string());
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    });
+    (client, rx)
+}
+
+fn drain(rx: &mut mpsc::UnboundedReceiver<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Ok(message) = rx.try_recv() {
+        out.push(message);
+    }
+    out
+}
+
+#[tokio::test]
+async fn unbounded_state_is_announced_bounded_is_not() {
+    let eddy = EddyProcess::start_fresh().await.unwrap();
+    let (client, mut notices) = connect_with_notices(&eddy).await;
+    client
+        .batch_execute(
+            "CREATE TABLE clicks (user_id INT, ts TIMESTAMP,
+               WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) APPEND ONLY;
+             CREATE TABLE plain (user_id INT, ts TIMESTAMP) APPEND ONLY;
+             CREATE TABLE accounts (id INT PRIMARY KEY, region VARCHAR)",
+        )
+        .await
+        .unwrap();
+    assert_eq!(drain(&mut notices), Vec::<String>::new());
+
+    // Simple protocol: a non-windowed GROUP BY over an append-only table.
+    client
+        .batch_execute("CREATE MATERIALIZED VIEW per_user AS SELECT user_id, count(*) FROM clicks GROUP BY user_id")
+        .await
+        .unwrap();
+    let got = drain(&mut notices);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].contains("\"per_user\" has unbounded state"),
+        "{got:?}"
+    );
+    assert!(got[0].contains("(user_id)"), "{got:?}");
+    assert!(got[0].contains("TUMBLE"), "{got:?}");
+
+    // Extended protocol: DISTINCT, and a window over a column without a watermark.
+    client
+        .execute(
+            "CREATE MATERIALIZED VIEW users AS SELECT DISTINCT user_id FROM clicks",
+            &[],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "CREATE MATERIALIZED VIEW per_second AS SELECT window_start, count(*) AS n
+             FROM TUMBLE(plain, ts, INTERVAL '1' SECOND) GROUP BY window_start",
+            &[],
+        )
+        .await
+        .unwrap();
+    let got = drain(&mut notices);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got[0].contains("\"users\""), "{got:?}");
+    assert!(got[1].contains("WATERMARK FOR"), "{got:?}");
+
+    // Bounded: windows a watermark closes, a global aggregate, a view over a table with
+    // deletes (its state follows the table's rows).
+    client
+        .batch_execute(
+            "CREATE MATERIALIZED VIEW per_user_second AS SELECT user_id, window_start, count(*)
+               FROM TUMBLE(clicks, ts, INTERVAL '1' SECOND) GROUP BY user_id, window_start;
+             CREATE MATERIALIZED VIEW total AS SELECT count(*) FROM clicks;
+             CREATE MATERIALIZED VIEW per_region AS SELECT region, count(*) FROM accounts GROUP BY region",
+        )
+        .await
+        .unwrap();
+    assert_eq!(drain(&mut notices), Vec::<String>::new());
+
+    let unbounded: Vec<(String, bool)> = client
+        .query(
+            "SELECT name, unbounded_state FROM eddy_catalog.materialized_views ORDER BY name",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let expected = [
+        ("per_region", false),
+        ("per_second", true),
+        ("per_user", true),
+        ("per_user_second", false),
+        ("total", false),
+        ("users", true),
+    ];
+    assert_eq!(
+        unbounded,
+        expected.map(|(n, u)| (n.to_string(), u)).to_vec()
+    );
+}
