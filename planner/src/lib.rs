@@ -12,8 +12,10 @@
 //! - [`session`]: sessions in batch, and the rule that partitions them by the GROUP BY keys.
 //! - [`stream_plan`]: rewrites a DataFusion `LogicalPlan` into a linear [`StreamPlan`] of
 //!   incremental operators.
+//! - [`explain`]: a stream plan as EXPLAIN's text.
 
 pub mod error;
+pub mod explain;
 pub mod flink_windows;
 pub mod session;
 pub mod statement;

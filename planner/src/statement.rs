@@ -50,6 +50,8 @@ pub enum EddyStatement {
         names: Vec<String>,
         if_exists: bool,
     },
+    /// `EXPLAIN CREATE MATERIALIZED VIEW ...`: the streaming plan, nothing created.
+    ExplainView(Box<EddyStatement>),
     Flush,
     Recover,
     ShowTables,
@@ -197,6 +199,10 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
     }
     if only(&["SHOW", "SOURCES"]) {
         return Ok(EddyStatement::ShowSources);
+    }
+    if starts_with(&w, &["EXPLAIN", "CREATE", "MATERIALIZED", "VIEW"]) {
+        let view = parse_one(tokens.split_off(w[1].0))?;
+        return Ok(EddyStatement::ExplainView(Box::new(view)));
     }
     if starts_with(&w, &["DROP", "SOURCE"]) {
         let if_exists = starts_with(&w[2..], &["IF", "EXISTS"]);

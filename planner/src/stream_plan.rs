@@ -40,6 +40,8 @@ pub struct WatermarkColumn {
 #[derive(Debug, Clone)]
 pub struct SourceInfo {
     pub name: String,
+    /// The visible columns' names (for EXPLAIN).
+    pub columns: Vec<String>,
     /// Key columns appended after the visible ones by the table's source.
     pub key_len: usize,
     pub append_only: bool,
@@ -144,6 +146,12 @@ impl StreamPlan {
     pub fn as_source(&self, name: &str) -> SourceInfo {
         SourceInfo {
             name: name.to_string(),
+            columns: self
+                .schema
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect(),
             key_len: self.key_len,
             append_only: self.append_only,
             watermarks: self.watermarks.clone(),
@@ -189,45 +197,10 @@ impl StreamPlan {
 
 impl fmt::Display for StreamPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "Materialize: key_len={}, append_only={}",
-            self.key_len, self.append_only
-        )?;
-        for node in self.nodes.iter().rev() {
-            match node {
-                StreamNode::Filter { predicate } => writeln!(f, "  Filter: {predicate}")?,
-                StreamNode::Project { exprs, .. } => {
-                    let list: Vec<String> = exprs.iter().map(|e| e.to_string()).collect();
-                    writeln!(f, "  Project: {}", list.join(", "))?
-                }
-                StreamNode::Window {
-                    time_column, spec, ..
-                } => writeln!(f, "  Window: {spec} on column #{time_column}")?,
-                StreamNode::Aggregate(agg) => {
-                    let groups: Vec<String> =
-                        agg.group_exprs.iter().map(|e| e.to_string()).collect();
-                    let aggs: Vec<String> = agg
-                        .aggregates
-                        .iter()
-                        .map(|a| a.name().to_string())
-                        .collect();
-                    writeln!(
-                        f,
-                        "  Aggregate: groups=[{}], aggregates=[{}], window={:?}, emit_on_window_close={}",
-                        groups.join(", "),
-                        aggs.join(", "),
-                        agg.window,
-                        agg.emit_on_window_close
-                    )?
-                }
-            }
+        for line in crate::explain::explain(self, "view") {
+            writeln!(f, "{line}")?;
         }
-        writeln!(
-            f,
-            "  Source: {} (key_len={})",
-            self.source.name, self.source.key_len
-        )
+        Ok(())
     }
 }
 

@@ -261,6 +261,29 @@ impl Database {
                 names,
                 if_exists,
             } => self.drop(*object_type, names, *if_exists).await,
+            EddyStatement::ExplainView(view) => {
+                let EddyStatement::CreateMaterializedView {
+                    name,
+                    query,
+                    emit_on_window_close,
+                    ..
+                } = view.as_ref()
+                else {
+                    return Err(ServerError::not_supported(
+                        "EXPLAIN of this statement (EXPLAIN CREATE MATERIALIZED VIEW shows a view's streaming plan)",
+                    ));
+                };
+                let plan = self.plan_view(query, *emit_on_window_close).await?;
+                let lines = eddy_planner::explain::explain(&plan, name);
+                let schema = explain_schema();
+                let column = Arc::new(datafusion::arrow::array::StringArray::from(lines));
+                let batch = RecordBatch::try_new(schema.clone(), vec![column])
+                    .map_err(datafusion::error::DataFusionError::from)?;
+                Ok(Outcome::Rows {
+                    schema,
+                    batches: vec![batch],
+                })
+            }
             EddyStatement::Flush => {
                 self.engine.flush().await?;
                 Ok(Outcome::command("FLUSH"))
@@ -746,6 +769,13 @@ fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
     })
 }
 
+/// EXPLAIN's one text column.
+pub(crate) fn explain_schema() -> SchemaRef {
+    Arc::new(datafusion::arrow::datatypes::Schema::new(vec![
+        datafusion::arrow::datatypes::Field::new("QUERY PLAN", DataType::Utf8, false),
+    ]))
+}
+
 impl StreamCatalog for Database {
     fn source(&self, table: &TableReference) -> Option<SourceInfo> {
         match self
@@ -756,6 +786,12 @@ impl StreamCatalog for Database {
         {
             Some(Object::Table(def) | Object::Source(def)) => Some(SourceInfo {
                 name: def.name.clone(),
+                columns: def
+                    .schema
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().clone())
+                    .collect(),
                 key_len: def.key_fields().len(),
                 append_only: def.append_only,
                 watermarks: def

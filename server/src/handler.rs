@@ -208,6 +208,9 @@ impl EddyQueryParser {
                 )]);
                 return Ok((vec![], Some(Arc::new(schema))));
             }
+            EddyStatement::ExplainView(_) => {
+                return Ok((vec![], Some(crate::database::explain_schema())));
+            }
             _ => return Ok((vec![], None)),
         };
         if matches!(
