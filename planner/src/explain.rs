@@ -16,7 +16,7 @@ pub fn duration(micros: i64) -> String {
         ("s", 1_000_000),
         ("ms", 1_000),
     ] {
-        if m >= size && m % size == 0 {
+        if m >= size && m.is_multiple_of(size) {
             return format!("{sign}{}{unit}", m / size);
         }
     }
