@@ -9,13 +9,15 @@
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::{DFSchema, TableReference};
 use datafusion::datasource::source_as_provider;
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::Operator;
 use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion::physical_expr::expressions::{BinaryExpr, Column};
 use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 // The builder that replaces it is not public yet in 55.x.
 #[allow(deprecated)]
@@ -102,6 +104,9 @@ pub struct SessionWindow {
     pub gap: i64,
     pub start_index: Option<usize>,
     pub end_index: Option<usize>,
+    /// The input's boolean column saying whether a row passed the WHERE clause (rows that
+    /// did not still shape the sessions; a session with no passing row is not output).
+    pub keep_column: Option<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -216,7 +221,14 @@ struct Planned {
     window: Option<(WindowSpec, Option<i64>)>,
     /// The current output's watermarked columns.
     watermarks: Vec<WatermarkColumn>,
+    /// Between a SESSION window and its aggregate, WHERE does not drop rows: every row shapes
+    /// the sessions (SQL applies WHERE to the window function's output), so the predicate
+    /// becomes a last boolean column, at this index, telling the aggregate which rows count.
+    session_keep: Option<usize>,
 }
+
+/// The name of the column that carries a session's row filter.
+const SESSION_KEEP: &str = "_session_keep";
 
 /// Plans a materialized view's (optimized) query as a stream plan.
 pub fn plan_stream(
@@ -365,6 +377,7 @@ fn plan_node(
                     key_len,
                     window: Some((window.spec, time_shift)),
                     watermarks,
+                    session_keep: None,
                 });
             }
             let source = catalog.source(&scan.table_name).ok_or_else(|| {
@@ -392,6 +405,7 @@ fn plan_node(
                 nodes: vec![],
                 window: None,
                 watermarks,
+                session_keep: None,
             })
         }
         LogicalPlan::SubqueryAlias(alias) => {
@@ -400,12 +414,16 @@ fn plan_node(
         LogicalPlan::Filter(filter) => {
             let mut planned = plan_node(&filter.input, catalog, props, emit_on_window_close)?;
             let predicate = physical(&filter.predicate, filter.input.schema(), props)?;
-            planned.nodes.push(StreamNode::Filter { predicate });
+            if planned.window.is_some_and(|(spec, _)| spec.is_session()) {
+                mark_session_rows(&mut planned, predicate, filter.input.schema());
+            } else {
+                planned.nodes.push(StreamNode::Filter { predicate });
+            }
             Ok(planned)
         }
         LogicalPlan::Projection(projection) => {
             let mut planned = plan_node(&projection.input, catalog, props, emit_on_window_close)?;
-            let exprs = projection
+            let mut exprs = projection
                 .expr
                 .iter()
                 .map(|e| physical(e, projection.input.schema(), props))
@@ -415,9 +433,16 @@ fn plan_node(
                 &projection.expr,
                 projection.input.schema(),
             );
+            let mut schema = projection.schema.as_arrow().clone();
+            if let Some(keep) = planned.session_keep {
+                // The session row filter rides along at the end.
+                exprs.push(Arc::new(Column::new(SESSION_KEEP, keep)));
+                planned.session_keep = Some(schema.fields().len());
+                schema = with_keep_column(&schema);
+            }
             planned.nodes.push(StreamNode::Project {
                 exprs,
-                schema: Arc::new(projection.schema.as_arrow().clone()),
+                schema: Arc::new(schema),
             });
             Ok(planned)
         }
@@ -472,11 +497,10 @@ fn plan_node(
                     })
             });
             let session = match planned.window {
-                Some((spec, _)) if spec.is_session() => Some(session_window(
-                    &spec,
-                    &aggregate.group_expr,
-                    planned.append_only,
-                )?),
+                Some((spec, _)) if spec.is_session() => Some(SessionWindow {
+                    keep_column: planned.session_keep.take(),
+                    ..session_window(&spec, &aggregate.group_expr, planned.append_only)?
+                }),
                 Some((spec, _)) if matches!(spec.kind, WindowKind::Cumulate { .. }) => {
                     if matches!(window, Some(WindowBound::Start { .. }))
                         && !group_has(&aggregate.group_expr, "window_end")
@@ -540,6 +564,38 @@ fn plan_node(
     }
 }
 
+/// Adds (or narrows) the session row filter: a projection of every column plus
+/// `predicate AND` the previous filter, as the last column.
+fn mark_session_rows(planned: &mut Planned, predicate: Arc<dyn PhysicalExpr>, input: &DFSchema) {
+    let arrow = input.as_arrow();
+    let mut exprs: Vec<Arc<dyn PhysicalExpr>> = arrow
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Arc::new(Column::new(f.name(), i)) as Arc<dyn PhysicalExpr>)
+        .collect();
+    let keep = match planned.session_keep {
+        Some(previous) => Arc::new(BinaryExpr::new(
+            predicate,
+            Operator::And,
+            Arc::new(Column::new(SESSION_KEEP, previous)),
+        )) as Arc<dyn PhysicalExpr>,
+        None => predicate,
+    };
+    exprs.push(keep);
+    planned.session_keep = Some(arrow.fields().len());
+    planned.nodes.push(StreamNode::Project {
+        exprs,
+        schema: Arc::new(with_keep_column(arrow)),
+    });
+}
+
+fn with_keep_column(schema: &Schema) -> Schema {
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new(SESSION_KEEP, DataType::Boolean, true));
+    Schema::new(fields)
+}
+
 fn group_has(group_expr: &[Expr], name: &str) -> bool {
     group_expr
         .iter()
@@ -572,6 +628,7 @@ fn session_window(
         gap: spec.size(),
         start_index,
         end_index,
+        keep_column: None,
     })
 }
 

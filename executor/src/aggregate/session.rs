@@ -234,9 +234,11 @@ impl SessionAggregateOperator {
             group.row_count += old.group.row_count;
             replaces.append(&mut old.replaces);
         }
-        for (index, accumulator) in group.accumulators.iter_mut().enumerate() {
-            if let Some(args) = inputs.take(index, &rows)? {
-                accumulator.update_batch(&args)?;
+        if !rows.is_empty() {
+            for (index, accumulator) in group.accumulators.iter_mut().enumerate() {
+                if let Some(args) = inputs.take(index, &rows)? {
+                    accumulator.update_batch(&args)?;
+                }
             }
         }
         group.row_count += rows.len() as i64;
@@ -264,6 +266,13 @@ impl SessionAggregateOperator {
             return Ok(());
         };
         let end = session.end();
+        if session.group.row_count == 0 {
+            // Only rows the WHERE clause dropped: the session has no row in the view.
+            for (old_start, old_end, old) in session.replaces.drain(..) {
+                out.push((partition.clone(), old_start, old_end, Op::Delete, old));
+            }
+            return Ok(());
+        }
         let values = evaluate_all(&mut session.group)?;
         let mut same_bounds = None;
         for (old_start, old_end, old) in session.replaces.drain(..) {
@@ -368,6 +377,15 @@ impl Operator for SessionAggregateOperator {
             .map(|&i| group_columns[i].clone())
             .collect();
         let keys = self.partition_key(&partition_columns)?;
+        // Rows the WHERE clause dropped still shape the sessions but are not aggregated.
+        let keep = match self.window.keep_column {
+            Some(column) => Some(chunk.batch.column(column).as_boolean().clone()),
+            None => None,
+        };
+        let counts = |row: usize| {
+            keep.as_ref()
+                .is_none_or(|k| k.is_valid(row) && k.value(row))
+        };
         let mut order: Vec<usize> = (0..rows).filter(|&i| times.is_valid(i)).collect();
         order.sort_by(|&a, &b| {
             keys[a]
@@ -384,7 +402,9 @@ impl Operator for SessionAggregateOperator {
             if let Some(open) = &mut run {
                 if open.partition == keys[row] && t < open.end {
                     open.end = open.end.max(t + gap);
-                    open.rows.push(row as u32);
+                    if counts(row) {
+                        open.rows.push(row as u32);
+                    }
                     let more = self.absorb(&keys[row], &mut open.start, &mut open.end);
                     open.absorbed.extend(more);
                     continue;
@@ -400,7 +420,11 @@ impl Operator for SessionAggregateOperator {
                 start,
                 end,
                 absorbed,
-                rows: vec![row as u32],
+                rows: if counts(row) {
+                    vec![row as u32]
+                } else {
+                    Vec::new()
+                },
             });
         }
         if let Some(done) = run {
@@ -425,8 +449,16 @@ impl Operator for SessionAggregateOperator {
                     if let Some(session) =
                         self.sessions.get_mut(&id.0).and_then(|m| m.get_mut(&id.1))
                     {
-                        let values = evaluate_all(&mut session.group)?;
-                        final_rows.push((id.0.clone(), id.1, session.end(), Op::Insert, values));
+                        if session.group.row_count > 0 {
+                            let values = evaluate_all(&mut session.group)?;
+                            final_rows.push((
+                                id.0.clone(),
+                                id.1,
+                                session.end(),
+                                Op::Insert,
+                                values,
+                            ));
+                        }
                     }
                 } else if self.dirty.contains(&id) {
                     self.emit_changes(&id, &mut final_rows)?;
