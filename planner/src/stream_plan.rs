@@ -457,6 +457,15 @@ fn plan_node(
                     "GROUPING SETS, CUBE and ROLLUP in a materialized view".into(),
                 ));
             }
+            if planned
+                .nodes
+                .iter()
+                .any(|n| matches!(n, StreamNode::Aggregate(a) if a.session.is_some()))
+            {
+                return Err(PlanError::NotSupported(
+                    "an aggregate over a SESSION aggregate in one view (a lone count(DISTINCT ...) is planned that way): add another aggregate next to it, or aggregate the sessions in a view over this one".into(),
+                ));
+            }
             let input_schema = aggregate.input.schema();
             let physical_input = input_schema.as_arrow();
             let group_exprs = aggregate
@@ -480,21 +489,22 @@ fn plan_node(
                 aggregates.push(agg);
                 filters.push(filter);
             }
-            let window = planned.window.and_then(|(spec, _)| {
+            // window_end when grouped on (a CUMULATE window's end is not start + size).
+            let position = |name: &str| {
                 aggregate
                     .group_expr
                     .iter()
-                    .enumerate()
-                    .find_map(|(i, e)| match e {
-                        Expr::Column(c) if c.name == "window_end" => {
-                            Some(WindowBound::End { group_index: i })
-                        }
-                        Expr::Column(c) if c.name == "window_start" => Some(WindowBound::Start {
-                            group_index: i,
-                            size: spec.size(),
-                        }),
-                        _ => None,
-                    })
+                    .position(|e| matches!(e, Expr::Column(c) if c.name == name))
+            };
+            let window = planned.window.and_then(|(spec, _)| {
+                match (position("window_end"), position("window_start")) {
+                    (Some(group_index), _) => Some(WindowBound::End { group_index }),
+                    (None, Some(group_index)) => Some(WindowBound::Start {
+                        group_index,
+                        size: spec.size(),
+                    }),
+                    (None, None) => None,
+                }
             });
             let session = match planned.window {
                 Some((spec, _)) if spec.is_session() => Some(SessionWindow {

@@ -9,6 +9,7 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::{DFSchema, ParamValues, TableReference};
 use datafusion::datasource::TableType;
 use datafusion::execution::context::{SessionConfig, SessionContext};
+use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::logical_expr::{DdlStatement, DmlStatement, LogicalPlan, WriteOp};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::sql::parser::Statement as DfStatement;
@@ -19,8 +20,8 @@ use eddy_planner::statement::{parse_statements, ParsedStatement};
 use eddy_planner::stream_plan::plan_stream;
 use eddy_planner::window::{interval_micros, TableLookup};
 use eddy_planner::{
-    EddyStatement, SessionPartitionRule, SourceInfo, StreamCatalog, StreamPlan, WatermarkColumn,
-    WatermarkDef, WindowFunction, WindowTableFunction,
+    EddyStatement, PlanError, SessionPartitionRule, SourceInfo, StreamCatalog, StreamPlan,
+    WatermarkColumn, WatermarkDef, WindowFunction, WindowTableFunction,
 };
 use eddy_storage::{CatalogEntry, ObjectKind, Store, TableId};
 
@@ -459,6 +460,30 @@ impl Database {
             ))))
             .await?;
         let optimized = state.optimize(&plan)?;
+        let stream = plan_stream(&optimized, self, emit_on_window_close);
+        // DataFusion turns a DISTINCT aggregate into an aggregate of aggregates. That helps over
+        // an input with retractions, but nested aggregates cannot close windows: without the
+        // rewrite the DISTINCT accumulator keeps its values itself.
+        let (optimized, stream) = match stream {
+            Err(PlanError::NotSupported(_) | PlanError::Invalid(_))
+                if has_nested_aggregates(&optimized) =>
+            {
+                let rules = state
+                    .optimizer()
+                    .rules
+                    .iter()
+                    .filter(|r| r.name() != "single_distinct_aggregation_to_group_by")
+                    .cloned()
+                    .collect();
+                let direct = SessionStateBuilder::new_from_existing(state.clone())
+                    .with_optimizer_rules(rules)
+                    .build()
+                    .optimize(&plan)?;
+                let stream = plan_stream(&direct, self, emit_on_window_close);
+                (direct, stream)
+            }
+            other => (optimized, other),
+        };
         let mut seen = std::collections::HashSet::new();
         for field in optimized.schema().fields() {
             if !seen.insert(field.name().clone()) {
@@ -471,7 +496,7 @@ impl Database {
                 ));
             }
         }
-        Ok(plan_stream(&optimized, self, emit_on_window_close)?)
+        Ok(stream?)
     }
 
     pub(crate) fn register_table(&self, def: TableDef, id: TableId) -> Result<()> {
@@ -767,6 +792,19 @@ fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
         };
         ServerError::new(code, e.to_string())
     })
+}
+
+/// Whether an aggregate reads (through projections and filters) another aggregate.
+fn has_nested_aggregates(plan: &LogicalPlan) -> bool {
+    fn aggregates_below(plan: &LogicalPlan) -> usize {
+        let own = usize::from(matches!(plan, LogicalPlan::Aggregate(_)));
+        own + plan
+            .inputs()
+            .into_iter()
+            .map(aggregates_below)
+            .sum::<usize>()
+    }
+    aggregates_below(plan) > 1
 }
 
 /// EXPLAIN's one text column.

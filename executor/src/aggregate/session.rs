@@ -129,7 +129,7 @@ impl SessionAggregateOperator {
             let (partition_columns, start) = columns.columns().split_at(columns.num_columns() - 1);
             let start = start[0].as_primitive::<Int64Type>().value(0);
             let partition = self
-                .partition_key(partition_columns)?
+                .partition_key(partition_columns, 1)?
                 .pop()
                 .unwrap_or_default();
             let mut group = self.new_group(0)?;
@@ -151,8 +151,7 @@ impl SessionAggregateOperator {
     }
 
     /// Each row's partition key (empty when nothing but the window is grouped on).
-    fn partition_key(&self, columns: &[ArrayRef]) -> Result<Vec<Vec<u8>>> {
-        let rows = columns.first().map_or(1, |c| c.len());
+    fn partition_key(&self, columns: &[ArrayRef], rows: usize) -> Result<Vec<Vec<u8>>> {
         Ok(match &self.partition_codec {
             Some(codec) => {
                 let encoded = codec.encode(columns)?;
@@ -376,7 +375,7 @@ impl Operator for SessionAggregateOperator {
             .iter()
             .map(|&i| group_columns[i].clone())
             .collect();
-        let keys = self.partition_key(&partition_columns)?;
+        let keys = self.partition_key(&partition_columns, rows)?;
         // Rows the WHERE clause dropped still shape the sessions but are not aggregated.
         let keep = match self.window.keep_column {
             Some(column) => Some(chunk.batch.column(column).as_boolean().clone()),

@@ -1,0 +1,49 @@
+//! A long oracle soak: `oracle-soak --seeds 1000 [--first 1]`. Prints each failing seed (and
+//! why) and exits non-zero if any failed; `--first SEED --seeds 1` replays one.
+
+use std::time::Instant;
+
+use clap::Parser;
+
+#[derive(Parser)]
+#[command(about = "Random streams and views, each checked against the same query in batch")]
+struct Args {
+    /// How many seeds to run.
+    #[arg(long, default_value_t = 100)]
+    seeds: u64,
+    /// The first seed.
+    #[arg(long, default_value_t = 1)]
+    first: u64,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    let started = Instant::now();
+    let mut failed = Vec::new();
+    for seed in args.first..args.first + args.seeds {
+        match eddy_oracle::run_case(seed).await {
+            Ok(()) => println!("seed {seed}: ok"),
+            Err(error) => {
+                println!("seed {seed}: FAILED\n{error:#}");
+                failed.push(seed);
+            }
+        }
+    }
+    println!(
+        "{} seeds in {:.1}s, {} failed{}",
+        args.seeds,
+        started.elapsed().as_secs_f64(),
+        failed.len(),
+        if failed.is_empty() {
+            String::new()
+        } else {
+            format!(": {failed:?}")
+        }
+    );
+    if failed.is_empty() {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    }
+}

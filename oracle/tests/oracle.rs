@@ -1,0 +1,20 @@
+//! A fixed budget of oracle seeds (`EDDY_ORACLE_SEEDS`, default 12), run on every CI build.
+
+#[tokio::test]
+async fn views_equal_their_batch_queries() {
+    let seeds: u64 = std::env::var("EDDY_ORACLE_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12);
+    let mut failures = Vec::new();
+    for seed in 1..=seeds {
+        if let Err(error) = eddy_oracle::run_case(seed).await {
+            eprintln!("{error:#}");
+            failures.push(seed);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "oracle seeds failed: {failures:?} (replay one: cargo run -p eddy-oracle --bin oracle-soak -- --first SEED --seeds 1)"
+    );
+}
