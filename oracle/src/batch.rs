@@ -155,6 +155,10 @@ pub fn query(view: &View, case: &Case, watermarks: &[Option<i64>]) -> String {
         .unwrap_or_default();
     match &view.shape {
         ViewShape::Projection => format!("SELECT k1, k2, v + 1 AS v1, ts FROM {table}{filter}"),
+        ViewShape::OverView { upstream, keys } => {
+            let inner = query(&case.views[*upstream], case, watermarks);
+            crate::case::over_view_sql(&format!("({inner}) up"), keys)
+        }
         ViewShape::Aggregate {
             window,
             keys,

@@ -35,6 +35,9 @@ pub enum Window {
 pub enum ViewShape {
     /// `SELECT k1, k2, v + 1 AS v1, ts FROM t [WHERE ...]`.
     Projection,
+    /// `SELECT keys, count(*) AS n FROM upstream GROUP BY keys`: a view over an earlier view
+    /// (its changes, retractions included), grouped by some of its group columns.
+    OverView { upstream: usize, keys: Vec<String> },
     Aggregate {
         window: Option<Window>,
         keys: Vec<&'static str>,
@@ -98,9 +101,19 @@ impl Case {
                 delay_ms: pick(&mut rng, &[500, 1000, 2000]),
             })
             .collect();
-        let views: Vec<View> = (0..rng.random_range(1..=4))
-            .map(|i| random_view(&mut rng, i, tables.len()))
-            .collect();
+        let mut views: Vec<View> = Vec::new();
+        for i in 0..rng.random_range(1..=4) {
+            let view = match views
+                .iter()
+                .position(|v| matches!(v.shape, ViewShape::Aggregate { .. }))
+            {
+                Some(upstream) if rng.random_bool(0.25) => {
+                    over_view(&mut rng, i, upstream, &views[upstream])
+                }
+                _ => random_view(&mut rng, i, tables.len()),
+            };
+            views.push(view);
+        }
 
         // Rows per table, in arrival order, then cut into INSERTs of 1..15 rows.
         let mut inserts = Vec::new();
@@ -162,8 +175,18 @@ impl Case {
             cursors[t] += 1;
         }
         for view in 0..views.len() {
-            let at = rng.random_range(0..=steps.len() / 2 + view);
-            steps.insert(at.min(steps.len()), Step::CreateView(view));
+            let mut at = rng
+                .random_range(0..=steps.len() / 2 + view)
+                .min(steps.len());
+            if let ViewShape::OverView { upstream, .. } = views[view].shape {
+                // After its upstream.
+                let upstream_at = steps
+                    .iter()
+                    .position(|s| matches!(s, Step::CreateView(v) if *v == upstream))
+                    .unwrap_or(0);
+                at = at.max(upstream_at + 1);
+            }
+            steps.insert(at, Step::CreateView(view));
         }
         if rng.random_bool(0.3) {
             let at = rng.random_range(0..=steps.len());
@@ -251,6 +274,22 @@ fn random_view(rng: &mut StdRng, index: usize, tables: usize) -> View {
     }
 }
 
+fn over_view(rng: &mut StdRng, index: usize, upstream: usize, up: &View) -> View {
+    let keys = up
+        .columns()
+        .into_iter()
+        .filter(|(name, _)| !name.starts_with('a'))
+        .map(|(name, _)| name)
+        .filter(|_| rng.random_bool(0.5))
+        .collect();
+    View {
+        name: format!("v{index}"),
+        table: up.table,
+        filter: None,
+        shape: ViewShape::OverView { upstream, keys },
+    }
+}
+
 fn interval(seconds: i64) -> String {
     format!("INTERVAL '{seconds} seconds'")
 }
@@ -262,6 +301,11 @@ impl View {
             ViewShape::Projection => ["k1", "k2", "v1", "ts"]
                 .iter()
                 .map(|c| (c.to_string(), false))
+                .collect(),
+            ViewShape::OverView { keys, .. } => keys
+                .iter()
+                .map(|k| (k.clone(), false))
+                .chain([("n".to_string(), false)])
                 .collect(),
             ViewShape::Aggregate {
                 window,
@@ -284,7 +328,7 @@ impl View {
     }
 
     /// The CREATE MATERIALIZED VIEW statement.
-    pub fn create_sql(&self, tables: &[Table]) -> String {
+    pub fn create_sql(&self, tables: &[Table], views: &[View]) -> String {
         let table = &tables[self.table].name;
         let filter = self
             .filter
@@ -294,6 +338,7 @@ impl View {
             ViewShape::Projection => {
                 format!("SELECT k1, k2, v + 1 AS v1, ts FROM {table}{filter}")
             }
+            ViewShape::OverView { upstream, keys } => over_view_sql(&views[*upstream].name, keys),
             ViewShape::Aggregate {
                 window,
                 keys,
@@ -348,6 +393,18 @@ impl View {
         };
         format!("CREATE MATERIALIZED VIEW {} AS {body}", self.name)
     }
+}
+
+/// `SELECT keys, count(*) AS n FROM source GROUP BY keys` (no GROUP BY without keys).
+pub fn over_view_sql(source: &str, keys: &[String]) -> String {
+    let mut select: Vec<String> = keys.to_vec();
+    select.push("count(*) AS n".into());
+    let group_by = if keys.is_empty() {
+        String::new()
+    } else {
+        format!(" GROUP BY {}", keys.join(", "))
+    };
+    format!("SELECT {} FROM {source}{group_by}", select.join(", "))
 }
 
 /// `INSERT INTO table VALUES ...` for some rows.
@@ -409,6 +466,46 @@ mod tests {
             timestamp_literal(T0_MS + 86_400_000 + 3_723_045),
             "'2026-01-02 01:02:03.045'"
         );
+    }
+
+    #[test]
+    fn seeds_cover_every_shape_of_the_grammar() {
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 1..=200 {
+            let case = Case::generate(seed);
+            for view in &case.views {
+                seen.insert(match &view.shape {
+                    ViewShape::Projection => "projection",
+                    ViewShape::OverView { .. } => "view over view",
+                    ViewShape::Aggregate { window: None, .. } => "group by",
+                    ViewShape::Aggregate {
+                        emit_on_window_close: true,
+                        window: Some(Window::Session { .. }),
+                        ..
+                    } => "session, on close",
+                    ViewShape::Aggregate {
+                        window: Some(Window::Tumble { .. }),
+                        ..
+                    } => "tumble",
+                    ViewShape::Aggregate {
+                        window: Some(Window::Hop { .. }),
+                        ..
+                    } => "hop",
+                    ViewShape::Aggregate {
+                        window: Some(Window::Cumulate { .. }),
+                        ..
+                    } => "cumulate",
+                    ViewShape::Aggregate {
+                        window: Some(Window::Session { .. }),
+                        ..
+                    } => "session",
+                });
+            }
+            if case.steps.iter().any(|s| matches!(s, Step::Restart)) {
+                seen.insert("restart");
+            }
+        }
+        assert_eq!(seen.len(), 9, "{seen:?}");
     }
 
     #[test]

@@ -56,7 +56,7 @@ async fn play(case: &Case, eddy: &mut EddyProcess) -> Result<()> {
                 client.batch_execute(&sql).await.context(sql)?;
             }
             Step::CreateView(view) => {
-                let sql = case.views[*view].create_sql(&case.tables);
+                let sql = case.views[*view].create_sql(&case.tables, &case.views);
                 client.batch_execute(&sql).await.context(sql)?;
             }
             Step::Restart => {
@@ -95,7 +95,7 @@ async fn play(case: &Case, eddy: &mut EddyProcess) -> Result<()> {
                 view.name,
                 actual.len(),
                 expected.len(),
-                view.create_sql(&case.tables),
+                view.create_sql(&case.tables, &case.views),
                 expected_sql
             );
         }
