@@ -174,11 +174,11 @@ impl Case {
             steps.push(by_table[t][cursors[t]].clone());
             cursors[t] += 1;
         }
-        for view in 0..views.len() {
+        for (view, spec) in views.iter().enumerate() {
             let mut at = rng
                 .random_range(0..=steps.len() / 2 + view)
                 .min(steps.len());
-            if let ViewShape::OverView { upstream, .. } = views[view].shape {
+            if let ViewShape::OverView { upstream, .. } = spec.shape {
                 // After its upstream.
                 let upstream_at = steps
                     .iter()
