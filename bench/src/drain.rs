@@ -14,15 +14,21 @@ use eddy_sqllogictest::kafka::unique_topic;
 use eddy_sqllogictest::DEFAULT_STOP_TIMEOUT;
 
 use crate::kafka_load;
-use crate::process::{cpu_time, int, mib, per_second, vm_hwm_kib, vm_rss_kib, BenchEddy, EddyArgs};
+use crate::process::{
+    cpu_time, flush_until_done, int, mib, per_second, vm_hwm_kib, vm_rss_kib, BenchEddy, EddyArgs,
+};
+
+/// How long a run may take to drain its input.
+const FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 #[derive(Args)]
 pub struct DrainArgs {
     /// Messages in the topic.
     #[arg(long, default_value_t = 10_000_000)]
     messages: u64,
-    /// Distinct grouping keys of the view.
-    #[arg(long, default_value_t = 100_000)]
+    /// Distinct grouping keys of the view (few enough that its state stops
+    /// growing early, so that growth in RSS would be buffering).
+    #[arg(long, default_value_t = 10_000)]
     keys: u64,
     /// Partitions of the topic.
     #[arg(long, default_value_t = 2)]
@@ -35,6 +41,9 @@ pub struct DrainArgs {
     /// `cheap` (a count per key), to compare drain rates.
     #[arg(long, value_enum, default_value = "expensive")]
     view: ViewKind,
+    /// How many copies of each message's string the expensive view works on.
+    #[arg(long, default_value_t = 40)]
+    work: u32,
     #[command(flatten)]
     eddy: EddyArgs,
 }
@@ -49,12 +58,15 @@ const SOURCE: &str = "drain_src";
 const VIEW: &str = "drain_view";
 
 impl ViewKind {
-    fn select(self) -> String {
+    /// The view's SELECT. The expensive one does string work on a copy of
+    /// each message's string repeated `work` times, and keeps only fixed-size
+    /// aggregates, so that its state stops growing once every key is seen.
+    fn select(self, work: u32) -> String {
         match self {
             ViewKind::Expensive => format!(
-                "SELECT k, count(*) AS n, sum(v) AS total, min(md5(s)) AS lo, \
-                 max(md5(upper(s) || CAST(v AS VARCHAR))) AS hi, \
-                 avg(length(regexp_replace(s, '[0-9a-f]+', '', 'g'))) AS letters \
+                "SELECT k, count(*) AS n, sum(v) AS total, \
+                 sum(length(regexp_replace(repeat(s, {work}), '[0-9a-f]+', '', 'g'))) AS letters, \
+                 sum(ascii(md5(repeat(upper(s), {work})))) AS hashed \
                  FROM {SOURCE} GROUP BY k"
             ),
             ViewKind::Cheap => format!("SELECT k, count(*) AS n FROM {SOURCE} GROUP BY k"),
@@ -99,7 +111,10 @@ pub async fn run(args: DrainArgs) -> Result<()> {
         .batch_execute(&source_sql)
         .await
         .context(source_sql)?;
-    let view_sql = format!("CREATE MATERIALIZED VIEW {VIEW} AS {}", args.view.select());
+    let view_sql = format!(
+        "CREATE MATERIALIZED VIEW {VIEW} AS {}",
+        args.view.select(args.work)
+    );
     println!("view: {view_sql}");
     let rss_before = vm_rss_kib(pid)?;
     let cpu_before = cpu_time(pid)?;
@@ -137,7 +152,7 @@ pub async fn run(args: DrainArgs) -> Result<()> {
             bail!("eddy exited:\n{}", eddy.process.log_tail(30));
         }
     }
-    client.batch_execute("FLUSH").await.context("FLUSH")?;
+    flush_until_done(&client, FLUSH_LIMIT).await?;
     let elapsed = started.elapsed();
     let cpu = cpu_time(pid)? - cpu_before;
     let row = client

@@ -9,16 +9,20 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use clap::{Args, ValueEnum};
 use eddy_sqllogictest::kafka::unique_topic;
 use eddy_sqllogictest::DEFAULT_STOP_TIMEOUT;
 
 use crate::kafka_load;
 use crate::process::{
-    cpu_time, dir_size, int, mib, per_second, vm_hwm_kib, vm_rss_kib, BenchEddy, EddyArgs,
+    cpu_time, dir_size, flush_until_done, int, mib, per_second, vm_hwm_kib, vm_rss_kib, BenchEddy,
+    EddyArgs,
 };
 use crate::queries::{nexmark_bids, Query, BID_COLUMNS, SOURCE, VIEW};
+
+/// How long a run may take to drain its input.
+const FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Input {
@@ -50,9 +54,21 @@ pub struct NexmarkArgs {
     /// --input kafka: read this existing topic instead of creating one from --path.
     #[arg(long)]
     topic: Option<String>,
+    /// --input kafka: the source's watermark.idle.timeout. Long by default: a
+    /// partition the broker serves slowly must not count as idle, or the
+    /// other partition's watermark makes its rows late.
+    #[arg(long, default_value = "60s")]
+    idle_timeout: String,
     /// --input kafka: partitions of the topic created from --path.
     #[arg(long, default_value_t = 2)]
     partitions: i32,
+    /// Record a profile of eddy with `perf record` into this file, from
+    /// CREATE MATERIALIZED VIEW until FLUSH returns.
+    #[arg(long)]
+    perf: Option<PathBuf>,
+    /// Further `perf record` arguments (e.g. --perf-arg=--call-graph=dwarf).
+    #[arg(long, allow_hyphen_values = true)]
+    perf_arg: Vec<String>,
     #[command(flatten)]
     eddy: EddyArgs,
 }
@@ -98,9 +114,10 @@ pub async fn run(args: NexmarkArgs) -> Result<()> {
             };
             let with = format!(
                 "WITH (connector = 'kafka', topic = '{topic}', \
-                 properties.bootstrap.server = '{}', scan.startup.mode = 'earliest') \
-                 FORMAT PLAIN ENCODE JSON",
-                broker.bootstrap()
+                 properties.bootstrap.server = '{}', scan.startup.mode = 'earliest', \
+                 watermark.idle.timeout = '{}') FORMAT PLAIN ENCODE JSON",
+                broker.bootstrap(),
+                args.idle_timeout
             );
             _broker = Some(broker);
             (with, messages)
@@ -118,6 +135,10 @@ pub async fn run(args: NexmarkArgs) -> Result<()> {
         .await
         .with_context(|| source_sql.clone())?;
 
+    let profiler = match &args.perf {
+        Some(file) => Some(Profiler::start(pid, file, &args.perf_arg)?),
+        None => None,
+    };
     let rss_before = vm_rss_kib(pid)?;
     let cpu_before = cpu_time(pid)?;
     let started = Instant::now();
@@ -130,10 +151,13 @@ pub async fn run(args: NexmarkArgs) -> Result<()> {
         }
         return Err(error).context(args.query.create_view());
     }
-    client.batch_execute("FLUSH").await.context("FLUSH")?;
+    flush_until_done(&client, FLUSH_LIMIT).await?;
     let elapsed = started.elapsed();
     let cpu = cpu_time(pid)? - cpu_before;
     let peak_rss = vm_hwm_kib(pid)?;
+    if let Some(profiler) = profiler {
+        profiler.stop()?;
+    }
 
     let view_rows = int(
         &client
@@ -216,4 +240,44 @@ pub fn count_lines(path: &Path) -> Result<u64> {
 /// A path as the inside of a SQL string literal.
 fn sql_string(path: &Path) -> String {
     path.display().to_string().replace('\'', "''")
+}
+
+/// `perf record` attached to eddy.
+struct Profiler {
+    child: std::process::Child,
+    file: PathBuf,
+}
+
+impl Profiler {
+    fn start(pid: u32, file: &Path, extra: &[String]) -> Result<Self> {
+        let child = std::process::Command::new("perf")
+            .arg("record")
+            .arg("-o")
+            .arg(file)
+            .arg("-p")
+            .arg(pid.to_string())
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .context("starting `perf record` (is linux perf installed?)")?;
+        // perf needs a moment to attach before the work starts.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        Ok(Self {
+            child,
+            file: file.to_path_buf(),
+        })
+    }
+
+    /// Stops recording (SIGINT, as Ctrl-C would) and waits for perf to write the file.
+    fn stop(mut self) -> Result<()> {
+        let status = std::process::Command::new("kill")
+            .arg("-INT")
+            .arg(self.child.id().to_string())
+            .status()
+            .context("signalling perf")?;
+        ensure!(status.success(), "could not signal perf ({status})");
+        self.child.wait().context("waiting for perf")?;
+        println!("profile: {} (`perf report -i {0}`)", self.file.display());
+        Ok(())
+    }
 }

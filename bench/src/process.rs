@@ -170,3 +170,26 @@ pub fn int(row: &tokio_postgres::Row, idx: usize) -> Result<i64> {
     };
     Ok(value.unwrap_or(0))
 }
+
+/// FLUSH, again while eddy gives up waiting for a slow view (its FLUSH waits
+/// a bounded time), for up to `limit` in all.
+pub async fn flush_until_done(client: &tokio_postgres::Client, limit: Duration) -> Result<()> {
+    let started = std::time::Instant::now();
+    loop {
+        match client.batch_execute("FLUSH").await {
+            Ok(()) => return Ok(()),
+            Err(error) => {
+                let gave_up = error
+                    .as_db_error()
+                    .is_some_and(|db| db.message().starts_with("FLUSH gave up"));
+                if !gave_up || started.elapsed() >= limit {
+                    return Err(error).context("FLUSH");
+                }
+                eprintln!(
+                    "FLUSH still waiting after {:.0}s; flushing again",
+                    started.elapsed().as_secs_f64()
+                );
+            }
+        }
+    }
+}
