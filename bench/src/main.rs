@@ -7,9 +7,11 @@
 //!   Kafka topic; events/s, events per CPU-second, peak RSS.
 //! - `freshness`: a fixed rate into a Kafka topic; append-to-visible latency.
 //! - `drain`: a preloaded topic through a slow view; RSS sampled every second.
+//! - `bounded`: an hour of event time through TUMBLE and SESSION views; state and RSS over time.
 //!
 //! `cargo run --release -p eddy-bench -- nexmark --query q7 --input file --path bids.jsonl`
 
+mod bounded;
 mod drain;
 mod freshness;
 mod insert;
@@ -38,6 +40,8 @@ enum Command {
     Freshness(freshness::FreshnessArgs),
     /// A preloaded topic drained through a deliberately slow view: RSS over time.
     Drain(drain::DrainArgs),
+    /// An hour of event time through 1 s TUMBLE and 10 s SESSION views: state, disk and RSS.
+    Bounded(bounded::BoundedArgs),
 }
 
 #[tokio::main]
@@ -47,5 +51,6 @@ async fn main() -> Result<()> {
         Command::Nexmark(args) => nexmark::run(args).await,
         Command::Freshness(args) => freshness::run(args).await,
         Command::Drain(args) => drain::run(args).await,
+        Command::Bounded(args) => bounded::run(args).await,
     }
 }
