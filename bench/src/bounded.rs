@@ -168,7 +168,10 @@ async fn sample(
         )
         .await?;
     let finished = client
-        .query_one("SELECT bool_and(finished) FROM eddy_catalog.source_progress", &[])
+        .query_one(
+            "SELECT bool_and(finished) FROM eddy_catalog.source_progress",
+            &[],
+        )
         .await?;
     let event_minutes = progress.try_get::<_, Option<f64>>(0)?.unwrap_or(0.0) / 60.0;
     Ok(Sample {

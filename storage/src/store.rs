@@ -19,6 +19,9 @@ pub trait Store: Send + Sync {
     fn size_on_disk(&self) -> u64;
 }
 
+/// sled's page cache.
+const CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// The sled-backed store.
 pub struct SledStore {
     db: sled::Db,
@@ -30,7 +33,14 @@ pub struct SledStore {
 
 impl SledStore {
     pub fn open(dir: &Path) -> Result<Self> {
-        let db = sled::Config::new().path(dir).open()?;
+        let db = sled::Config::new()
+            .path(dir)
+            // sled's default page cache is 1 GiB; views are scanned whole, not probed, so a
+            // small cache costs little and keeps memory bounded.
+            .cache_capacity(CACHE_BYTES)
+            // Every commit flushes itself: no background flusher competing for a core.
+            .flush_every_ms(None)
+            .open()?;
         let tree = db.open_tree("eddy")?;
         Ok(Self {
             db,

@@ -12,7 +12,9 @@ mod state;
 
 pub use session::SessionAggregateOperator;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use hashbrown::{HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array};
@@ -347,8 +349,10 @@ impl Operator for AggregateOperator {
                 out.push(Message::Chunk(chunk));
             }
         }
+        // Dirty groups leave the map while their states are encoded together.
+        let mut kept = Vec::with_capacity(dirty.len());
         for key in dirty {
-            let Some(group) = self.groups.get_mut(&key) else {
+            let Some(group) = self.groups.remove(&key) else {
                 continue;
             };
             if group.row_count <= 0 && !self.plan.group_exprs.is_empty() {
@@ -357,14 +361,19 @@ impl Operator for AggregateOperator {
                         set.remove(&key);
                     }
                 }
-                self.groups.remove(&key);
                 epoch.delete(self.state_table, &key);
             } else {
-                let state = self
-                    .state_codec
-                    .encode(group, || new_accumulators(&self.plan))?;
-                epoch.put(self.state_table, &key, state);
+                kept.push((key, group));
             }
+        }
+        let states = self
+            .state_codec
+            .encode_all(kept.iter_mut().map(|(_, group)| group), || {
+                new_accumulators(&self.plan)
+            })?;
+        for ((key, group), state) in kept.into_iter().zip(states) {
+            epoch.put(self.state_table, &key, state);
+            self.groups.insert(key, group);
         }
         for key in std::mem::take(&mut self.evicted) {
             epoch.delete(self.state_table, &key);

@@ -4,7 +4,9 @@
 //! `EMIT ON WINDOW CLOSE` views see each session once, when the watermark passes its end.
 //! Closed sessions are evicted. Input must be append-only (sessions cannot split).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
+
+use hashbrown::{HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array};
@@ -499,21 +501,27 @@ impl Operator for SessionAggregateOperator {
         for (partition, start) in std::mem::take(&mut self.removed) {
             epoch.delete(self.state_table, &self.state_key(&partition, start)?);
         }
+        // Dirty sessions leave the map while their states are encoded together.
+        let mut kept = Vec::with_capacity(dirty.len());
         for (partition, start) in dirty {
-            let key = self.state_key(&partition, start)?;
-            let Some(session) = self
+            if let Some(session) = self
                 .sessions
                 .get_mut(&partition)
-                .and_then(|m| m.get_mut(&start))
-            else {
-                continue;
-            };
-            epoch.put(
-                self.state_table,
-                &key,
-                self.state_codec
-                    .encode(&mut session.group, || new_accumulators(&self.plan))?,
-            );
+                .and_then(|m| m.remove(&start))
+            {
+                kept.push((partition, start, session));
+            }
+        }
+        let states = self.state_codec.encode_all(
+            kept.iter_mut().map(|(_, _, session)| &mut session.group),
+            || new_accumulators(&self.plan),
+        )?;
+        for ((partition, start, session), state) in kept.into_iter().zip(states) {
+            epoch.put(self.state_table, &self.state_key(&partition, start)?, state);
+            self.sessions
+                .entry(partition)
+                .or_default()
+                .insert(start, session);
         }
         Ok(())
     }

@@ -60,52 +60,58 @@ impl StateCodec {
         })
     }
 
-    /// Encodes a group's state; `fresh` makes new accumulators for those that must be
-    /// rebuilt from it.
-    pub(super) fn encode(
+    /// Encodes groups' states, one row each, in one pass of the row encoder; `fresh` makes new
+    /// accumulators for those that must be rebuilt from what was saved.
+    pub(super) fn encode_all<'a>(
         &self,
-        group: &mut Group,
-        fresh: impl FnOnce() -> Result<Vec<Box<dyn Accumulator>>>,
-    ) -> Result<Vec<u8>> {
-        let mut values = vec![
-            ScalarValue::Int64(Some(group.row_count)),
-            ScalarValue::Boolean(Some(group.last_output.is_some())),
-            ScalarValue::Int64(group.window_end),
-        ];
-        let mut states = Vec::with_capacity(group.accumulators.len());
-        for accumulator in group.accumulators.iter_mut() {
-            let state = accumulator.state()?;
-            values.extend(state.iter().cloned());
-            states.push(state);
-        }
-        if self.rebuild.iter().any(|&r| r) {
-            let mut fresh = fresh()?;
-            for (i, state) in states.iter().enumerate() {
+        groups: impl Iterator<Item = &'a mut Group>,
+        fresh: impl Fn() -> Result<Vec<Box<dyn Accumulator>>>,
+    ) -> Result<Vec<Vec<u8>>> {
+        let schema = self.codec.schema().clone();
+        let fields = schema.fields();
+        let mut columns: Vec<Vec<ScalarValue>> = vec![Vec::new(); fields.len()];
+        let mut count = 0;
+        for group in groups {
+            count += 1;
+            columns[0].push(ScalarValue::Int64(Some(group.row_count)));
+            columns[1].push(ScalarValue::Boolean(Some(group.last_output.is_some())));
+            columns[2].push(ScalarValue::Int64(group.window_end));
+            let mut column = HEADER;
+            let mut rebuilt: Option<Vec<Box<dyn Accumulator>>> = None;
+            for (i, accumulator) in group.accumulators.iter_mut().enumerate() {
+                let state = accumulator.state()?;
                 if self.rebuild[i] {
+                    let fresh = match &mut rebuilt {
+                        Some(fresh) => fresh,
+                        None => rebuilt.insert(fresh()?),
+                    };
                     let arrays = state
                         .iter()
                         .map(|v| v.to_array_of_size(1))
                         .collect::<Result<Vec<_>, _>>()?;
                     fresh[i].merge_batch(&arrays)?;
-                    std::mem::swap(&mut group.accumulators[i], &mut fresh[i]);
+                    std::mem::swap(accumulator, &mut fresh[i]);
+                }
+                for value in state {
+                    let field = fields[column].data_type();
+                    columns[column].push(if &value.data_type() == field {
+                        value
+                    } else {
+                        value.cast_to(field)?
+                    });
+                    column += 1;
                 }
             }
         }
-        let schema = self.codec.schema().clone();
-        let columns = values
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        let arrays = columns
             .into_iter()
-            .zip(schema.fields())
-            .map(|(value, field)| {
-                let value = if &value.data_type() == field.data_type() {
-                    value
-                } else {
-                    value.cast_to(field.data_type())?
-                };
-                value.to_array_of_size(1)
-            })
+            .map(ScalarValue::iter_to_array)
             .collect::<Result<Vec<ArrayRef>, _>>()?;
-        let rows = self.codec.encode(&columns)?;
-        Ok(rows.row(0).as_ref().to_vec())
+        let rows = self.codec.encode(&arrays)?;
+        Ok((0..count).map(|i| rows.row(i).as_ref().to_vec()).collect())
     }
 
     pub(super) fn restore(&self, bytes: &[u8], group: &mut Group) -> Result<()> {
