@@ -6,6 +6,7 @@ use std::sync::Arc;
 use arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch, into_pg_type};
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
+use datafusion::common::ParamValues;
 use datafusion::sql::sqlparser::ast::Statement;
 use eddy_planner::statement::{parse_statements, ParsedStatement};
 use eddy_planner::EddyStatement;
@@ -20,9 +21,12 @@ use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
+use pgwire::types::format::FormatOptions;
 
 use crate::database::{Database, Outcome};
 use crate::error::ServerError;
+use crate::pg_catalog::rewrite_for_datafusion;
+use crate::{copy, session};
 
 /// What `Parse` produces: the statement, and what Describe needs to know about it.
 #[derive(Clone, Debug)]
@@ -48,7 +52,60 @@ impl EddyHandler {
     }
 }
 
-fn to_response(outcome: Outcome, format: &Format) -> PgWireResult<Response> {
+impl EddyHandler {
+    /// Runs one statement: settings and COPY here, the rest in the database (within the
+    /// connection's statement_timeout).
+    async fn run<C>(
+        &self,
+        client: &mut C,
+        parsed: &ParsedStatement,
+        params: Option<ParamValues>,
+        format: &Format,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let error = |e: ServerError| Ok(Response::Error(Box::new(e.into_error_info())));
+        if let EddyStatement::Sql(statement) = &parsed.statement {
+            if session::is_session_statement(statement) {
+                return match session::execute(client.metadata_mut(), statement) {
+                    Ok(outcome) => {
+                        to_response(outcome, format, session::format_options(client.metadata()))
+                    }
+                    Err(e) => error(e),
+                };
+            }
+            if matches!(statement.as_ref(), Statement::Copy { .. }) {
+                return match copy::copy_out(&self.db, statement, client.metadata()).await {
+                    Ok(copy) => Ok(Response::CopyOut(copy)),
+                    Err(e) => error(e),
+                };
+            }
+        }
+        let options = session::format_options(client.metadata());
+        let outcome = match session::statement_timeout(client.metadata()) {
+            None => self.db.execute(parsed, params).await,
+            Some(limit) => match tokio::time::timeout(limit, self.db.execute(parsed, params)).await
+            {
+                Ok(result) => result,
+                Err(_) => Err(ServerError::new(
+                    "57014",
+                    "canceling statement due to statement timeout",
+                )),
+            },
+        };
+        match outcome {
+            Ok(outcome) => to_response(outcome, format, options),
+            Err(e) => error(e),
+        }
+    }
+}
+
+fn to_response(
+    outcome: Outcome,
+    format: &Format,
+    options: Arc<FormatOptions>,
+) -> PgWireResult<Response> {
     match outcome {
         Outcome::Command { tag, rows } => {
             let tag = match (tag.as_str(), rows) {
@@ -60,7 +117,7 @@ fn to_response(outcome: Outcome, format: &Format) -> PgWireResult<Response> {
             Ok(Response::Execution(tag))
         }
         Outcome::Rows { schema, batches } => {
-            let fields = Arc::new(arrow_schema_to_pg_fields(&schema, format, None)?);
+            let fields = Arc::new(arrow_schema_to_pg_fields(&schema, format, Some(options))?);
             let rows: Vec<_> = batches
                 .into_iter()
                 .flat_map(|batch| encode_recordbatch(fields.clone(), batch))
@@ -75,7 +132,7 @@ fn to_response(outcome: Outcome, format: &Format) -> PgWireResult<Response> {
 
 #[async_trait]
 impl SimpleQueryHandler for EddyHandler {
-    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
@@ -92,13 +149,15 @@ impl SimpleQueryHandler for EddyHandler {
         }
         let mut responses = Vec::with_capacity(statements.len());
         // Like Postgres, the first failing statement ends the query string.
-        for statement in &statements {
-            match self.db.execute(statement, None).await {
-                Ok(outcome) => responses.push(to_response(outcome, &Format::UnifiedText)?),
-                Err(e) => {
-                    responses.push(Response::Error(Box::new(e.into_error_info())));
-                    break;
-                }
+        for statement in statements {
+            let statement = rewrite_for_datafusion(statement);
+            let response = self
+                .run(client, &statement, None, &Format::UnifiedText)
+                .await?;
+            let failed = matches!(response, Response::Error(_));
+            responses.push(response);
+            if failed {
+                break;
             }
         }
         Ok(responses)
@@ -134,6 +193,7 @@ impl QueryParser for EddyQueryParser {
         let Some(parsed) = statements.pop() else {
             return Ok(None);
         };
+        let parsed = rewrite_for_datafusion(parsed);
         let (parameter_types, schema) = self
             .describe(&parsed)
             .await
@@ -190,12 +250,15 @@ impl EddyQueryParser {
             }
             _ => return Ok((vec![], None)),
         };
+        if session::is_session_statement(statement) {
+            return Ok((vec![], session::result_schema(statement)));
+        }
         if matches!(
             statement.as_ref(),
             Statement::StartTransaction { .. }
                 | Statement::Commit { .. }
                 | Statement::Rollback { .. }
-                | Statement::Set(_)
+                | Statement::Copy { .. }
         ) {
             return Ok((vec![], None));
         }
@@ -235,7 +298,7 @@ impl ExtendedQueryHandler for EddyHandler {
 
     async fn do_query<C>(
         &self,
-        _client: &mut C,
+        client: &mut C,
         portal: &Portal<Self::Statement>,
         _max_rows: usize,
     ) -> PgWireResult<Response>
@@ -258,10 +321,13 @@ impl ExtendedQueryHandler for EddyHandler {
         } else {
             None
         };
-        match self.db.execute(&statement.parsed, params).await {
-            Ok(outcome) => to_response(outcome, &portal.result_column_format),
-            Err(e) => Ok(Response::Error(Box::new(e.into_error_info()))),
-        }
+        self.run(
+            client,
+            &statement.parsed,
+            params,
+            &portal.result_column_format,
+        )
+        .await
     }
 }
 

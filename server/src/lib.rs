@@ -3,15 +3,22 @@
 //! Modules in data-flow order:
 //!
 //! - [`handler`]: pgwire handlers (simple and extended query protocol).
+//! - [`session`]: a connection's settings (SET, SHOW, RESET).
+//! - [`copy`]: `COPY ... TO STDOUT`.
+//! - [`pg_catalog`] and [`pg_functions`]: what drivers and BI tools read about the database.
 //! - [`database`]: statement dispatch — DDL and DML to the engine, queries to DataFusion.
 //! - [`sources`]: CREATE SOURCE and connector-fed tables.
 //! - [`provider`]: committed rows as DataFusion tables.
 //! - [`system_tables`]: the `eddy_catalog` schema.
 //! - [`error`]: errors with SQLSTATE codes.
 
+pub mod copy;
 pub mod database;
 pub mod error;
 pub mod handler;
+pub mod pg_catalog;
+pub mod pg_functions;
 pub mod provider;
+pub mod session;
 pub mod sources;
 pub mod system_tables;

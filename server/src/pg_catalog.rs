@@ -1,0 +1,294 @@
+//! `pg_catalog` for drivers and BI tools: the tables and functions of `datafusion-pg-catalog`,
+//! with Eddy's own objects told apart (materialized views, sources) and the functions tools
+//! call on connect that the crate lacks ([`crate::pg_functions`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock, Weak};
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{Int32Type, SchemaRef};
+use datafusion::catalog::{MemTable, SchemaProvider, Session, TableProvider};
+use datafusion::datasource::TableType;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::{collect, ExecutionPlan};
+use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
+use datafusion_pg_catalog::setup_pg_catalog;
+use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
+use eddy_planner::statement::ParsedStatement;
+use eddy_planner::EddyStatement;
+
+use crate::database::{Database, Object, DATABASE, SCHEMA};
+use crate::error::ServerError;
+
+/// Relation OIDs of the last `pg_class` read, by name: what `pg_get_viewdef(oid)` looks up.
+pub(crate) type RelationOids = Arc<RwLock<HashMap<i32, String>>>;
+
+/// Installs `pg_catalog` and the Postgres functions into the database's SQL context.
+pub fn install(db: &Arc<Database>) -> Result<(), ServerError> {
+    setup_pg_catalog(&db.ctx, DATABASE, EmptyContextProvider).map_err(|e| ServerError::from(*e))?;
+    let catalog = db
+        .ctx
+        .catalog(DATABASE)
+        .ok_or_else(|| ServerError::internal("default catalog missing"))?;
+    let inner = catalog
+        .schema("pg_catalog")
+        .ok_or_else(|| ServerError::internal("pg_catalog was not registered"))?;
+    let oids: RelationOids = Arc::default();
+    catalog.register_schema(
+        "pg_catalog",
+        Arc::new(EddyPgCatalog {
+            inner,
+            db: Arc::downgrade(db),
+            oids: oids.clone(),
+        }),
+    )?;
+    crate::pg_functions::register(&db.ctx, Arc::downgrade(db), oids);
+    Ok(())
+}
+
+/// Rewrites the forms clients send that DataFusion cannot plan as written (`'t'::regclass`,
+/// `= ANY(array)`, `OPERATOR(pg_catalog.~)`, `COLLATE`, known catalog queries of psql and
+/// other tools) into equivalent SQL it can.
+pub fn rewrite_for_datafusion(parsed: ParsedStatement) -> ParsedStatement {
+    thread_local! {
+        static PARSER: PostgresCompatibilityParser = PostgresCompatibilityParser::new();
+    }
+    let EddyStatement::Sql(statement) = parsed.statement else {
+        return parsed;
+    };
+    let statement = PARSER.with(|parser| match parser.parse(&parsed.sql) {
+        // Reparsing applies the whole-query replacements too; keep Eddy's own parse if the
+        // rewriter reads the text differently.
+        Ok(mut statements) if statements.len() == 1 => statements.remove(0),
+        _ => parser.rewrite(*statement),
+    });
+    ParsedStatement {
+        sql: parsed.sql,
+        statement: EddyStatement::Sql(Box::new(statement)),
+    }
+}
+
+/// The crate's `pg_catalog` with Eddy's relation kinds and views.
+struct EddyPgCatalog {
+    inner: Arc<dyn SchemaProvider>,
+    db: Weak<Database>,
+    oids: RelationOids,
+}
+
+impl std::fmt::Debug for EddyPgCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EddyPgCatalog")
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for EddyPgCatalog {
+    fn table_names(&self) -> Vec<String> {
+        self.inner.table_names()
+    }
+
+    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        let Some(table) = self.inner.table(name).await? else {
+            return Ok(None);
+        };
+        let kind = match name.to_ascii_lowercase().as_str() {
+            "pg_class" => Derived::Class,
+            "pg_matviews" => Derived::MatViews,
+            "pg_tables" => Derived::Tables,
+            _ => return Ok(Some(table)),
+        };
+        Ok(Some(Arc::new(DerivedTable {
+            inner: table,
+            kind,
+            db: self.db.clone(),
+            oids: self.oids.clone(),
+        })))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.inner.table_exist(name)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Derived {
+    /// `relkind`: `m` for materialized views, `f` for sources (their rows live elsewhere).
+    Class,
+    /// One row per materialized view, with its SQL.
+    MatViews,
+    /// Tables only (the crate lists every relation).
+    Tables,
+}
+
+/// A catalog table computed from the crate's table and Eddy's objects at each scan.
+struct DerivedTable {
+    inner: Arc<dyn TableProvider>,
+    kind: Derived,
+    db: Weak<Database>,
+    oids: RelationOids,
+}
+
+impl std::fmt::Debug for DerivedTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DerivedTable({:?})", self.kind)
+    }
+}
+
+fn objects(db: &Weak<Database>) -> Vec<(String, Object)> {
+    db.upgrade()
+        .map(|db| {
+            db.objects
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .map(|(name, object)| (name.clone(), object.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef> {
+    batch
+        .column_by_name(name)
+        .ok_or_else(|| DataFusionError::Internal(format!("pg_catalog column {name} missing")))
+}
+
+impl DerivedTable {
+    async fn rows(&self, state: &dyn Session) -> Result<Vec<RecordBatch>> {
+        let plan: Arc<dyn ExecutionPlan> = self.inner.scan(state, None, &[], None).await?;
+        let batches = collect(plan, state.task_ctx()).await?;
+        let objects: HashMap<String, Object> = objects(&self.db).into_iter().collect();
+        match self.kind {
+            Derived::Class => batches
+                .iter()
+                .map(|batch| self.fix_relkind(batch, &objects))
+                .collect(),
+            Derived::Tables => batches
+                .iter()
+                .map(|batch| keep_tables(batch, &objects))
+                .collect(),
+            Derived::MatViews => Ok(vec![matviews(self.inner.schema(), &self.db)?]),
+        }
+    }
+
+    fn fix_relkind(
+        &self,
+        batch: &RecordBatch,
+        objects: &HashMap<String, Object>,
+    ) -> Result<RecordBatch> {
+        let names = column(batch, "relname")?.as_string::<i32>();
+        let kinds = column(batch, "relkind")?.as_string::<i32>();
+        let namespaces = column(batch, "relnamespace")?.as_primitive::<Int32Type>();
+        let oids = column(batch, "oid")?.as_primitive::<Int32Type>();
+        // Eddy's objects live in `public`: the namespace of the first one found is public's.
+        let public = (0..batch.num_rows())
+            .find(|&i| objects.contains_key(names.value(i)))
+            .map(|i| namespaces.value(i));
+        let fixed: StringArray = (0..batch.num_rows())
+            .map(|i| {
+                let own = Some(namespaces.value(i)) == public;
+                Some(match objects.get(names.value(i)) {
+                    Some(Object::View) if own => "m",
+                    Some(Object::Source(_)) if own => "f",
+                    _ => kinds.value(i),
+                })
+            })
+            .collect();
+        {
+            let mut map = self.oids.write().unwrap_or_else(|e| e.into_inner());
+            map.clear();
+            for i in 0..batch.num_rows() {
+                map.insert(oids.value(i), names.value(i).to_string());
+            }
+        }
+        replace_column(batch, "relkind", Arc::new(fixed))
+    }
+}
+
+fn replace_column(batch: &RecordBatch, name: &str, array: ArrayRef) -> Result<RecordBatch> {
+    let index = batch.schema().index_of(name)?;
+    let mut columns = batch.columns().to_vec();
+    columns[index] = array;
+    Ok(RecordBatch::try_new(batch.schema(), columns)?)
+}
+
+/// `pg_tables` lists the crate's relations of every kind; keep Eddy's tables and the others.
+fn keep_tables(batch: &RecordBatch, objects: &HashMap<String, Object>) -> Result<RecordBatch> {
+    let schemas = column(batch, "schemaname")?.as_string::<i32>();
+    let names = column(batch, "tablename")?.as_string::<i32>();
+    let keep: BooleanArray = (0..batch.num_rows())
+        .map(|i| {
+            let ours = schemas.value(i) == SCHEMA;
+            Some(!ours || matches!(objects.get(names.value(i)), Some(Object::Table(_)) | None))
+        })
+        .collect();
+    Ok(datafusion::arrow::compute::filter_record_batch(
+        batch, &keep,
+    )?)
+}
+
+fn matviews(schema: SchemaRef, db: &Weak<Database>) -> Result<RecordBatch> {
+    let views: Vec<(String, String)> = db
+        .upgrade()
+        .map(|db| {
+            db.engine()
+                .stats()
+                .views
+                .iter()
+                .map(|v| (v.name.clone(), v.sql.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let n = views.len();
+    let text = |values: Vec<Option<String>>| -> ArrayRef { Arc::new(StringArray::from(values)) };
+    let columns: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|field| match field.name().as_str() {
+            "schemaname" => text(vec![Some(SCHEMA.to_string()); n]),
+            "matviewname" => text(views.iter().map(|(name, _)| Some(name.clone())).collect()),
+            "matviewowner" => text(vec![Some("eddy".to_string()); n]),
+            "definition" => text(views.iter().map(|(_, sql)| Some(sql.clone())).collect()),
+            "hasindexes" => Arc::new(BooleanArray::from(vec![false; n])),
+            "ispopulated" => Arc::new(BooleanArray::from(vec![true; n])),
+            _ => datafusion::arrow::array::new_null_array(field.data_type(), n),
+        })
+        .collect();
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+#[async_trait]
+impl TableProvider for DerivedTable {
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let rows = self.rows(state).await?;
+        MemTable::try_new(self.schema(), vec![rows])?
+            .scan(state, projection, filters, limit)
+            .await
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok(vec![
+            TableProviderFilterPushDown::Unsupported;
+            filters.len()
+        ])
+    }
+}

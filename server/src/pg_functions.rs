@@ -1,0 +1,347 @@
+//! Postgres functions that drivers and BI tools call on connect and while browsing, beyond
+//! those `datafusion-pg-catalog` brings: `version()`, `current_setting()`, `set_config()`,
+//! `obj_description()`, `col_description()`, `pg_get_viewdef()`, `json_build_object()`, ...
+
+use std::sync::{Arc, Weak};
+
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, StringArray};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::ScalarValue;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::context::SessionContext;
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
+    Volatility,
+};
+use eddy_planner::statement::parse_statements;
+use eddy_planner::EddyStatement;
+
+use crate::database::Database;
+use crate::pg_catalog::RelationOids;
+use crate::session;
+
+/// The version string `version()` returns; drivers parse the `PostgreSQL x.y` part.
+pub fn version_string() -> String {
+    format!(
+        "PostgreSQL {} (Eddy {}) on {}-linux, a streaming SQL database",
+        session::SERVER_VERSION,
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::ARCH
+    )
+}
+
+type Body = dyn Fn(&[ArrayRef], usize) -> Result<ArrayRef> + Send + Sync;
+
+/// A scalar function given by its name, accepted argument lists and a body over arrays.
+struct PgFunction {
+    name: &'static str,
+    signature: Signature,
+    returns: DataType,
+    body: Box<Body>,
+}
+
+impl std::fmt::Debug for PgFunction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl PartialEq for PgFunction {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for PgFunction {}
+
+impl std::hash::Hash for PgFunction {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state)
+    }
+}
+
+impl ScalarUDFImpl for PgFunction {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(self.returns.clone())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rows = args.number_rows;
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        Ok(ColumnarValue::Array((self.body)(&arrays, rows)?))
+    }
+}
+
+fn function(
+    name: &'static str,
+    arities: &[Vec<DataType>],
+    returns: DataType,
+    body: impl Fn(&[ArrayRef], usize) -> Result<ArrayRef> + Send + Sync + 'static,
+) -> ScalarUDF {
+    let signature = if arities.is_empty() {
+        Signature::nullary(Volatility::Stable)
+    } else {
+        Signature::one_of(
+            arities
+                .iter()
+                .map(|types| {
+                    if types.is_empty() {
+                        TypeSignature::Nullary
+                    } else {
+                        TypeSignature::Exact(types.clone())
+                    }
+                })
+                .collect(),
+            Volatility::Stable,
+        )
+    };
+    ScalarUDF::new_from_impl(PgFunction {
+        name,
+        signature,
+        returns,
+        body: Box::new(body),
+    })
+}
+
+fn texts(rows: usize, value: impl Fn(usize) -> Option<String>) -> ArrayRef {
+    Arc::new((0..rows).map(value).collect::<StringArray>())
+}
+
+fn text_arg(array: &ArrayRef, i: usize) -> Option<String> {
+    if array.is_null(i) {
+        return None;
+    }
+    ScalarValue::try_from_array(array, i).ok().map(|v| match v {
+        ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) => s,
+        ScalarValue::Utf8View(Some(s)) => s,
+        other => other.to_string(),
+    })
+}
+
+fn int_arg(array: &ArrayRef, i: usize) -> Option<i64> {
+    text_arg(array, i).and_then(|s| s.parse().ok())
+}
+
+/// Registers the functions into the SQL context.
+pub(crate) fn register(ctx: &SessionContext, db: Weak<Database>, oids: RelationOids) {
+    use DataType::{Boolean, Int32, Int64, Utf8};
+    ctx.register_udf(function("version", &[], Utf8, |_, rows| {
+        Ok(texts(rows, |_| Some(version_string())))
+    }));
+    // Settings as the server starts with them (SET changes only the connection's copy).
+    ctx.register_udf(function(
+        "current_setting",
+        &[vec![Utf8], vec![Utf8, Boolean]],
+        Utf8,
+        |args, rows| {
+            let mut out = Vec::with_capacity(rows);
+            for i in 0..rows {
+                let Some(name) = text_arg(&args[0], i) else {
+                    out.push(None);
+                    continue;
+                };
+                let missing_ok = args
+                    .get(1)
+                    .is_some_and(|a| text_arg(a, i).as_deref() == Some("true"));
+                match session::default_setting(&name) {
+                    Some(value) => out.push(Some(value.to_string())),
+                    None if missing_ok => out.push(None),
+                    None => {
+                        return Err(DataFusionError::Plan(format!(
+                            "unrecognized configuration parameter \"{name}\" does not exist"
+                        )))
+                    }
+                }
+            }
+            Ok(Arc::new(StringArray::from(out)) as ArrayRef)
+        },
+    ));
+    ctx.register_udf(function(
+        "set_config",
+        &[vec![Utf8, Utf8, Boolean]],
+        Utf8,
+        |args, rows| Ok(texts(rows, |i| text_arg(&args[1], i))),
+    ));
+    // Eddy has no COMMENT ON: every object's description is NULL, as in Postgres without one.
+    let no_comment = |args: &[ArrayRef], rows: usize| -> Result<ArrayRef> {
+        let _ = args;
+        Ok(texts(rows, |_| None))
+    };
+    ctx.register_udf(function(
+        "obj_description",
+        &[
+            vec![Int32],
+            vec![Int32, Utf8],
+            vec![Int64],
+            vec![Int64, Utf8],
+        ],
+        Utf8,
+        no_comment,
+    ));
+    ctx.register_udf(function(
+        "col_description",
+        &[vec![Int32, Int32], vec![Int64, Int64]],
+        Utf8,
+        no_comment,
+    ));
+    ctx.register_udf(function(
+        "shobj_description",
+        &[vec![Int32, Utf8], vec![Int64, Utf8]],
+        Utf8,
+        no_comment,
+    ));
+    let viewdef_db = db.clone();
+    let viewdef = move |args: &[ArrayRef], rows: usize| -> Result<ArrayRef> {
+        let Some(db) = viewdef_db.upgrade() else {
+            return Ok(texts(rows, |_| None));
+        };
+        let views = db.engine().stats().views;
+        Ok(texts(rows, |i| {
+            let name = match args[0].data_type() {
+                DataType::Utf8 => text_arg(&args[0], i),
+                _ => int_arg(&args[0], i).and_then(|oid| {
+                    oids.read()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get(&(oid as i32))
+                        .cloned()
+                }),
+            }?;
+            let view = views.iter().find(|v| v.name == name)?;
+            view_query(&view.sql)
+        }))
+    };
+    ctx.register_udf(function(
+        "pg_get_viewdef",
+        &[
+            vec![Int32],
+            vec![Int32, Boolean],
+            vec![Int64],
+            vec![Int64, Boolean],
+            vec![Utf8],
+            vec![Utf8, Boolean],
+        ],
+        Utf8,
+        viewdef,
+    ));
+    ctx.register_udf(ScalarUDF::new_from_impl(JsonBuildObject {
+        signature: Signature::variadic_any(Volatility::Immutable),
+    }));
+    ctx.register_udf(function("pg_is_in_recovery", &[], Boolean, |_, rows| {
+        Ok(Arc::new(BooleanArray::from(vec![false; rows])) as ArrayRef)
+    }));
+    // Eddy keeps no per-column defaults, indexes or sequences.
+    ctx.register_udf(function(
+        "pg_get_indexdef",
+        &[vec![Int32], vec![Int32, Int32, Boolean]],
+        Utf8,
+        no_comment,
+    ));
+    ctx.register_udf(function(
+        "pg_get_serial_sequence",
+        &[vec![Utf8, Utf8]],
+        Utf8,
+        no_comment,
+    ));
+}
+
+/// The query of a `CREATE MATERIALIZED VIEW` statement, as `pg_get_viewdef` shows it.
+fn view_query(sql: &str) -> Option<String> {
+    let statement = parse_statements(sql).ok()?.into_iter().next()?;
+    match statement.statement {
+        EddyStatement::CreateMaterializedView { query, .. } => Some(format!(" {query};")),
+        _ => None,
+    }
+}
+
+/// `json_build_object(k1, v1, ...)`: a JSON object as text.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct JsonBuildObject {
+    signature: Signature,
+}
+
+fn json_value(array: &ArrayRef, i: usize) -> Result<serde_json::Value> {
+    use serde_json::Value;
+    if array.is_null(i) {
+        return Ok(Value::Null);
+    }
+    Ok(match ScalarValue::try_from_array(array, i)? {
+        ScalarValue::Boolean(Some(b)) => Value::Bool(b),
+        ScalarValue::Int8(Some(v)) => v.into(),
+        ScalarValue::Int16(Some(v)) => v.into(),
+        ScalarValue::Int32(Some(v)) => v.into(),
+        ScalarValue::Int64(Some(v)) => v.into(),
+        ScalarValue::UInt8(Some(v)) => v.into(),
+        ScalarValue::UInt16(Some(v)) => v.into(),
+        ScalarValue::UInt32(Some(v)) => v.into(),
+        ScalarValue::UInt64(Some(v)) => v.into(),
+        ScalarValue::Float32(Some(v)) => f64::from(v).into(),
+        ScalarValue::Float64(Some(v)) => v.into(),
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Value::String(s),
+        other => Value::String(other.to_string()),
+    })
+}
+
+impl ScalarUDFImpl for JsonBuildObject {
+    fn name(&self) -> &str {
+        "json_build_object"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        if !args.args.len().is_multiple_of(2) {
+            return Err(DataFusionError::Plan(
+                "json_build_object needs an even number of arguments (key, value, ...)".into(),
+            ));
+        }
+        let rows = args.number_rows;
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let mut out = Vec::with_capacity(rows);
+        for i in 0..rows {
+            let mut object = serde_json::Map::new();
+            for pair in arrays.chunks(2) {
+                let key = text_arg(&pair[0], i).ok_or_else(|| {
+                    DataFusionError::Execution("json_build_object: a key is NULL".into())
+                })?;
+                object.insert(key, json_value(&pair[1], i)?);
+            }
+            out.push(serde_json::Value::Object(object).to_string());
+        }
+        Ok(ColumnarValue::Array(Arc::new(StringArray::from(out))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn view_query_is_the_select_of_the_view() {
+        let query =
+            view_query("CREATE MATERIALIZED VIEW v AS SELECT a, count(*) FROM t GROUP BY a")
+                .unwrap();
+        assert_eq!(query, " SELECT a, count(*) FROM t GROUP BY a;");
+        assert_eq!(view_query("CREATE TABLE t (a INT)"), None);
+    }
+
+    #[test]
+    fn version_names_postgres_first() {
+        assert!(version_string().starts_with("PostgreSQL "));
+    }
+}
