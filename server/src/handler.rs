@@ -117,7 +117,11 @@ fn to_response(
             Ok(Response::Execution(tag))
         }
         Outcome::Rows { schema, batches } => {
-            let fields = Arc::new(arrow_schema_to_pg_fields(&schema, format, Some(options))?);
+            let fields = Arc::new(arrow_schema_to_pg_fields(
+                &postgres_names(&schema),
+                format,
+                Some(options),
+            )?);
             let rows: Vec<_> = batches
                 .into_iter()
                 .flat_map(|batch| encode_recordbatch(fields.clone(), batch))
@@ -128,6 +132,58 @@ fn to_response(
             )))
         }
     }
+}
+
+/// Arrow type names DataFusion shows a literal with (`Int64(1)`, `Utf8("x")`).
+const LITERAL_PREFIXES: &[&str] = &[
+    "Int",
+    "UInt",
+    "Float",
+    "Utf8",
+    "LargeUtf8",
+    "Boolean",
+    "Decimal",
+    "Timestamp",
+    "Date",
+    "Time",
+    "Interval",
+    "Binary",
+    "Null",
+    "List",
+];
+
+/// Result column names as Postgres gives them to unnamed expressions: a function call is
+/// named after the function (`count(*)` → `count`), a literal is `?column?`. Other names
+/// (columns, aliases) stay as they are.
+fn postgres_names(schema: &Schema) -> Schema {
+    let rename = |name: &str| -> Option<String> {
+        let open = name.find('(')?;
+        if !name.ends_with(')') || open == 0 {
+            return None;
+        }
+        let function = &name[..open];
+        if !function
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return None;
+        }
+        if LITERAL_PREFIXES.iter().any(|p| function.starts_with(p)) {
+            return Some("?column?".to_string());
+        }
+        Some(function.to_ascii_lowercase())
+    };
+    Schema::new_with_metadata(
+        schema
+            .fields()
+            .iter()
+            .map(|f| match rename(f.name()) {
+                Some(name) => Arc::new(f.as_ref().clone().with_name(name)),
+                None => f.clone(),
+            })
+            .collect::<Vec<_>>(),
+        schema.metadata().clone(),
+    )
 }
 
 #[async_trait]
@@ -222,9 +278,11 @@ impl QueryParser for EddyQueryParser {
         format: Option<&Format>,
     ) -> PgWireResult<Vec<FieldInfo>> {
         match &statement.schema {
-            Some(schema) => {
-                arrow_schema_to_pg_fields(schema, format.unwrap_or(&Format::UnifiedBinary), None)
-            }
+            Some(schema) => arrow_schema_to_pg_fields(
+                &postgres_names(schema),
+                format.unwrap_or(&Format::UnifiedBinary),
+                None,
+            ),
             None => Ok(vec![]),
         }
     }
@@ -362,3 +420,29 @@ impl PgWireServerHandlers for EddyServerHandlers {
 struct EddyStartup;
 
 impl NoopStartupHandler for EddyStartup {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::datatypes::Field;
+
+    #[test]
+    fn unnamed_expressions_get_postgres_names() {
+        let schema = Schema::new(vec![
+            Field::new("count(*)", DataType::Int64, true),
+            Field::new("Int64(1)", DataType::Int64, true),
+            Field::new("current_database()", DataType::Utf8, true),
+            Field::new("sensor", DataType::Int32, true),
+            Field::new("a + b", DataType::Int32, true),
+        ]);
+        let names: Vec<String> = postgres_names(&schema)
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        assert_eq!(
+            names,
+            ["count", "?column?", "current_database", "sensor", "a + b"]
+        );
+    }
+}

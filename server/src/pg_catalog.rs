@@ -7,13 +7,18 @@ use std::sync::{Arc, RwLock, Weak};
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::arrow::datatypes::{Int32Type, SchemaRef};
 use datafusion::catalog::{MemTable, SchemaProvider, Session, TableProvider};
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::logical_expr::planner::TypePlanner;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::{collect, ExecutionPlan};
+use datafusion::sql::sqlparser::ast::DataType as SqlDataType;
 use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
+use datafusion_pg_catalog::pg_catalog::oid_type_planner::PgOidTypePlanner;
 use datafusion_pg_catalog::setup_pg_catalog;
 use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
 use eddy_planner::statement::ParsedStatement;
@@ -45,7 +50,28 @@ pub fn install(db: &Arc<Database>) -> Result<(), ServerError> {
         }),
     )?;
     crate::pg_functions::register(&db.ctx, Arc::downgrade(db), oids);
+    let state = db.ctx.state_ref();
+    let existing = state.read().clone();
+    *state.write() = SessionStateBuilder::new_from_existing(existing)
+        .with_type_planner(Arc::new(EddyTypePlanner))
+        .build();
     Ok(())
+}
+
+/// Postgres type names DataFusion lacks: the crate's (`regclass`, `pg_catalog.text`, ...)
+/// plus `json` and `jsonb`, kept as text.
+#[derive(Debug)]
+struct EddyTypePlanner;
+
+impl TypePlanner for EddyTypePlanner {
+    fn plan_type_field(&self, sql_type: &SqlDataType) -> Result<Option<FieldRef>> {
+        match sql_type {
+            SqlDataType::JSON | SqlDataType::JSONB => {
+                Ok(Some(Arc::new(Field::new("", DataType::Utf8, true))))
+            }
+            other => PgOidTypePlanner.plan_type_field(other),
+        }
+    }
 }
 
 /// Rewrites the forms clients send that DataFusion cannot plan as written (`'t'::regclass`,

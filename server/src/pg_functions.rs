@@ -237,6 +237,15 @@ pub(crate) fn register(ctx: &SessionContext, db: Weak<Database>, oids: RelationO
     ctx.register_udf(function("pg_is_in_recovery", &[], Boolean, |_, rows| {
         Ok(Arc::new(BooleanArray::from(vec![false; rows])) as ArrayRef)
     }));
+    // One schema search path for everything: every function and type is visible.
+    for name in ["pg_function_is_visible", "pg_type_is_visible"] {
+        ctx.register_udf(function(
+            name,
+            &[vec![Int32], vec![Int64]],
+            Boolean,
+            |_, rows| Ok(Arc::new(BooleanArray::from(vec![true; rows])) as ArrayRef),
+        ));
+    }
     // Eddy keeps no per-column defaults, indexes or sequences.
     ctx.register_udf(function(
         "pg_get_indexdef",
