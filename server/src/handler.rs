@@ -25,7 +25,7 @@ use pgwire::types::format::FormatOptions;
 
 use crate::database::{Database, Outcome};
 use crate::error::ServerError;
-use crate::pg_catalog::rewrite_for_datafusion;
+use crate::rewrite::rewrite_for_datafusion;
 use crate::{copy, session};
 
 /// What `Parse` produces: the statement, and what Describe needs to know about it.

@@ -51,8 +51,6 @@ async fn main() -> anyhow::Result<()> {
     let db = Database::open(store, engine.clone())
         .await
         .map_err(|e| anyhow::anyhow!("cannot restore the catalog: {e}"))?;
-    eddy_server::pg_catalog::install(&db)
-        .map_err(|e| anyhow::anyhow!("cannot set up pg_catalog: {e}"))?;
 
     let listener = TcpListener::bind(&args.listen)
         .await

@@ -10,6 +10,7 @@ use datafusion::arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch, Str
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::arrow::datatypes::{Int32Type, SchemaRef};
 use datafusion::catalog::{MemTable, SchemaProvider, Session, TableProvider};
+use datafusion::common::ScalarValue;
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::session_state::SessionStateBuilder;
@@ -19,16 +20,16 @@ use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::sql::sqlparser::ast::DataType as SqlDataType;
 use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
 use datafusion_pg_catalog::pg_catalog::oid_type_planner::PgOidTypePlanner;
+use datafusion_pg_catalog::pg_catalog::PgCatalogStaticTables;
 use datafusion_pg_catalog::setup_pg_catalog;
-use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
-use eddy_planner::statement::ParsedStatement;
-use eddy_planner::EddyStatement;
 
 use crate::database::{Database, Object, DATABASE, SCHEMA};
 use crate::error::ServerError;
+use crate::information_schema::InformationSchema;
 
-/// Relation OIDs of the last `pg_class` read, by name: what `pg_get_viewdef(oid)` looks up.
-pub(crate) type RelationOids = Arc<RwLock<HashMap<i32, String>>>;
+/// Relations of the last `pg_class` read by OID, as (schema, name): what
+/// `pg_get_viewdef(oid)` and `pg_table_is_visible(oid)` look up.
+pub(crate) type RelationOids = Arc<RwLock<HashMap<i32, (String, String)>>>;
 
 /// Installs `pg_catalog` and the Postgres functions into the database's SQL context.
 pub fn install(db: &Arc<Database>) -> Result<(), ServerError> {
@@ -49,13 +50,44 @@ pub fn install(db: &Arc<Database>) -> Result<(), ServerError> {
             oids: oids.clone(),
         }),
     )?;
-    crate::pg_functions::register(&db.ctx, Arc::downgrade(db), oids);
+    crate::pg_functions::register(&db.ctx, Arc::downgrade(db), oids, type_oids()?);
+    // Eddy's own information_schema (Postgres type names, materialized views) replaces the
+    // one DataFusion answers when its flag is on.
+    let catalogs = db.ctx.state().catalog_list().clone();
+    catalog.register_schema(
+        "information_schema",
+        Arc::new(InformationSchema::new(catalogs, Arc::downgrade(db))),
+    )?;
     let state = db.ctx.state_ref();
     let existing = state.read().clone();
-    *state.write() = SessionStateBuilder::new_from_existing(existing)
+    let mut new_state = SessionStateBuilder::new_from_existing(existing)
         .with_type_planner(Arc::new(EddyTypePlanner))
         .build();
+    new_state
+        .config_mut()
+        .options_mut()
+        .catalog
+        .information_schema = false;
+    *state.write() = new_state;
     Ok(())
+}
+
+/// Type OIDs by name (`int4`, `text`, ...), from the crate's copy of `pg_type`.
+fn type_oids() -> Result<HashMap<String, i32>> {
+    let tables = PgCatalogStaticTables::try_new()?;
+    let mut map = HashMap::new();
+    for batch in tables.pg_type.data() {
+        let names = column(batch, "typname")?;
+        let oids = column(batch, "oid")?;
+        for i in 0..batch.num_rows() {
+            let name = ScalarValue::try_from_array(names, i)?;
+            let oid = ScalarValue::try_from_array(oids, i)?.cast_to(&DataType::Int32)?;
+            if let (ScalarValue::Utf8(Some(name)), ScalarValue::Int32(Some(oid))) = (name, oid) {
+                map.insert(name, oid);
+            }
+        }
+    }
+    Ok(map)
 }
 
 /// Postgres type names DataFusion lacks: the crate's (`regclass`, `pg_catalog.text`, ...)
@@ -71,28 +103,6 @@ impl TypePlanner for EddyTypePlanner {
             }
             other => PgOidTypePlanner.plan_type_field(other),
         }
-    }
-}
-
-/// Rewrites the forms clients send that DataFusion cannot plan as written (`'t'::regclass`,
-/// `= ANY(array)`, `OPERATOR(pg_catalog.~)`, `COLLATE`, known catalog queries of psql and
-/// other tools) into equivalent SQL it can.
-pub fn rewrite_for_datafusion(parsed: ParsedStatement) -> ParsedStatement {
-    thread_local! {
-        static PARSER: PostgresCompatibilityParser = PostgresCompatibilityParser::new();
-    }
-    let EddyStatement::Sql(statement) = parsed.statement else {
-        return parsed;
-    };
-    let statement = PARSER.with(|parser| match parser.parse(&parsed.sql) {
-        // Reparsing applies the whole-query replacements too; keep Eddy's own parse if the
-        // rewriter reads the text differently.
-        Ok(mut statements) if statements.len() == 1 => statements.remove(0),
-        _ => parser.rewrite(*statement),
-    });
-    ParsedStatement {
-        sql: parsed.sql,
-        statement: EddyStatement::Sql(Box::new(statement)),
     }
 }
 
@@ -120,7 +130,10 @@ impl SchemaProvider for EddyPgCatalog {
             return Ok(None);
         };
         let kind = match name.to_ascii_lowercase().as_str() {
-            "pg_class" => Derived::Class,
+            "pg_class" => match self.inner.table("pg_namespace").await? {
+                Some(namespaces) => Derived::Class(namespaces),
+                None => return Ok(Some(table)),
+            },
             "pg_matviews" => Derived::MatViews,
             "pg_tables" => Derived::Tables,
             _ => return Ok(Some(table)),
@@ -138,10 +151,11 @@ impl SchemaProvider for EddyPgCatalog {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Derived {
     /// `relkind`: `m` for materialized views, `f` for sources (their rows live elsewhere).
-    Class,
+    /// Holds `pg_namespace`, to tell Eddy's schema apart.
+    Class(Arc<dyn TableProvider>),
     /// One row per materialized view, with its SQL.
     MatViews,
     /// Tables only (the crate lists every relation).
@@ -186,11 +200,25 @@ impl DerivedTable {
         let plan: Arc<dyn ExecutionPlan> = self.inner.scan(state, None, &[], None).await?;
         let batches = collect(plan, state.task_ctx()).await?;
         let objects: HashMap<String, Object> = objects(&self.db).into_iter().collect();
-        match self.kind {
-            Derived::Class => batches
-                .iter()
-                .map(|batch| self.fix_relkind(batch, &objects))
-                .collect(),
+        match &self.kind {
+            Derived::Class(namespaces) => {
+                let plan = namespaces.scan(state, None, &[], None).await?;
+                let mut schemas = HashMap::new();
+                for batch in collect(plan, state.task_ctx()).await? {
+                    let oids = column(&batch, "oid")?.as_primitive::<Int32Type>();
+                    let names = column(&batch, "nspname")?.as_string::<i32>();
+                    for i in 0..batch.num_rows() {
+                        schemas.insert(oids.value(i), names.value(i).to_string());
+                    }
+                }
+                let mut relations = HashMap::new();
+                let batches = batches
+                    .iter()
+                    .map(|batch| fix_relkind(batch, &objects, &schemas, &mut relations))
+                    .collect::<Result<Vec<_>>>()?;
+                *self.oids.write().unwrap_or_else(|e| e.into_inner()) = relations;
+                Ok(batches)
+            }
             Derived::Tables => batches
                 .iter()
                 .map(|batch| keep_tables(batch, &objects))
@@ -198,39 +226,34 @@ impl DerivedTable {
             Derived::MatViews => Ok(vec![matviews(self.inner.schema(), &self.db)?]),
         }
     }
+}
 
-    fn fix_relkind(
-        &self,
-        batch: &RecordBatch,
-        objects: &HashMap<String, Object>,
-    ) -> Result<RecordBatch> {
-        let names = column(batch, "relname")?.as_string::<i32>();
-        let kinds = column(batch, "relkind")?.as_string::<i32>();
-        let namespaces = column(batch, "relnamespace")?.as_primitive::<Int32Type>();
-        let oids = column(batch, "oid")?.as_primitive::<Int32Type>();
-        // Eddy's objects live in `public`: the namespace of the first one found is public's.
-        let public = (0..batch.num_rows())
-            .find(|&i| objects.contains_key(names.value(i)))
-            .map(|i| namespaces.value(i));
-        let fixed: StringArray = (0..batch.num_rows())
-            .map(|i| {
-                let own = Some(namespaces.value(i)) == public;
-                Some(match objects.get(names.value(i)) {
-                    Some(Object::View) if own => "m",
-                    Some(Object::Source(_)) if own => "f",
-                    _ => kinds.value(i),
-                })
-            })
-            .collect();
-        {
-            let mut map = self.oids.write().unwrap_or_else(|e| e.into_inner());
-            map.clear();
-            for i in 0..batch.num_rows() {
-                map.insert(oids.value(i), names.value(i).to_string());
-            }
-        }
-        replace_column(batch, "relkind", Arc::new(fixed))
+fn fix_relkind(
+    batch: &RecordBatch,
+    objects: &HashMap<String, Object>,
+    schemas: &HashMap<i32, String>,
+    relations: &mut HashMap<i32, (String, String)>,
+) -> Result<RecordBatch> {
+    let names = column(batch, "relname")?.as_string::<i32>();
+    let kinds = column(batch, "relkind")?.as_string::<i32>();
+    let namespaces = column(batch, "relnamespace")?.as_primitive::<Int32Type>();
+    let oids = column(batch, "oid")?.as_primitive::<Int32Type>();
+    let mut fixed = Vec::with_capacity(batch.num_rows());
+    for i in 0..batch.num_rows() {
+        let schema = schemas
+            .get(&namespaces.value(i))
+            .cloned()
+            .unwrap_or_default();
+        let name = names.value(i);
+        let kind = match objects.get(name) {
+            Some(Object::View) if schema == SCHEMA => "m",
+            Some(Object::Source(_)) if schema == SCHEMA => "f",
+            _ => kinds.value(i),
+        };
+        fixed.push(kind);
+        relations.insert(oids.value(i), (schema, name.to_string()));
     }
+    replace_column(batch, "relkind", Arc::new(StringArray::from(fixed)))
 }
 
 fn replace_column(batch: &RecordBatch, name: &str, array: ArrayRef) -> Result<RecordBatch> {

@@ -2,9 +2,10 @@
 //! those `datafusion-pg-catalog` brings: `version()`, `current_setting()`, `set_config()`,
 //! `obj_description()`, `col_description()`, `pg_get_viewdef()`, `json_build_object()`, ...
 
+use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
-use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, StringArray};
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Int32Array, StringArray};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result};
@@ -131,7 +132,12 @@ fn int_arg(array: &ArrayRef, i: usize) -> Option<i64> {
 }
 
 /// Registers the functions into the SQL context.
-pub(crate) fn register(ctx: &SessionContext, db: Weak<Database>, oids: RelationOids) {
+pub(crate) fn register(
+    ctx: &SessionContext,
+    db: Weak<Database>,
+    oids: RelationOids,
+    type_oids: HashMap<String, i32>,
+) {
     use DataType::{Boolean, Int32, Int64, Utf8};
     ctx.register_udf(function("version", &[], Utf8, |_, rows| {
         Ok(texts(rows, |_| Some(version_string())))
@@ -199,6 +205,7 @@ pub(crate) fn register(ctx: &SessionContext, db: Weak<Database>, oids: RelationO
         no_comment,
     ));
     let viewdef_db = db.clone();
+    let visible_oids = oids.clone();
     let viewdef = move |args: &[ArrayRef], rows: usize| -> Result<ArrayRef> {
         let Some(db) = viewdef_db.upgrade() else {
             return Ok(texts(rows, |_| None));
@@ -211,7 +218,7 @@ pub(crate) fn register(ctx: &SessionContext, db: Weak<Database>, oids: RelationO
                     oids.read()
                         .unwrap_or_else(|e| e.into_inner())
                         .get(&(oid as i32))
-                        .cloned()
+                        .map(|(_, name)| name.clone())
                 }),
             }?;
             let view = views.iter().find(|v| v.name == name)?;
@@ -231,14 +238,54 @@ pub(crate) fn register(ctx: &SessionContext, db: Weak<Database>, oids: RelationO
         Utf8,
         viewdef,
     ));
+    // Visible means on the search path: `public` and `pg_catalog`.
+    ctx.register_udf(function(
+        "pg_table_is_visible",
+        &[vec![Int32], vec![Int64]],
+        Boolean,
+        move |args, rows| {
+            let relations = visible_oids.read().unwrap_or_else(|e| e.into_inner());
+            Ok(Arc::new(
+                (0..rows)
+                    .map(|i| {
+                        let oid = int_arg(&args[0], i)?;
+                        Some(relations.get(&(oid as i32)).is_none_or(|(schema, _)| {
+                            schema == crate::database::SCHEMA || schema == "pg_catalog"
+                        }))
+                    })
+                    .collect::<BooleanArray>(),
+            ) as ArrayRef)
+        },
+    ));
     ctx.register_udf(ScalarUDF::new_from_impl(JsonBuildObject {
         signature: Signature::variadic_any(Volatility::Immutable),
     }));
+    // A type's OID by name, NULL when there is no such type (drivers probe for hstore).
+    ctx.register_udf(function(
+        "to_regtype",
+        &[vec![Utf8]],
+        Int32,
+        move |args, rows| {
+            Ok(Arc::new(
+                (0..rows)
+                    .map(|i| {
+                        let name = text_arg(&args[0], i)?.to_ascii_lowercase();
+                        let name = name.trim_start_matches("pg_catalog.");
+                        type_oids.get(type_alias(name)).copied()
+                    })
+                    .collect::<Int32Array>(),
+            ) as ArrayRef)
+        },
+    ));
     ctx.register_udf(function("pg_is_in_recovery", &[], Boolean, |_, rows| {
         Ok(Arc::new(BooleanArray::from(vec![false; rows])) as ArrayRef)
     }));
     // One schema search path for everything: every function and type is visible.
-    for name in ["pg_function_is_visible", "pg_type_is_visible"] {
+    for name in [
+        "pg_function_is_visible",
+        "pg_type_is_visible",
+        "pg_collation_is_visible",
+    ] {
         ctx.register_udf(function(
             name,
             &[vec![Int32], vec![Int64]],
@@ -261,8 +308,27 @@ pub(crate) fn register(ctx: &SessionContext, db: Weak<Database>, oids: RelationO
     ));
 }
 
+/// The `pg_type` name of an SQL type name.
+fn type_alias(name: &str) -> &str {
+    match name {
+        "integer" | "int" => "int4",
+        "bigint" => "int8",
+        "smallint" => "int2",
+        "real" => "float4",
+        "double precision" => "float8",
+        "boolean" => "bool",
+        "character varying" => "varchar",
+        "character" | "char" => "bpchar",
+        "timestamp without time zone" => "timestamp",
+        "timestamp with time zone" => "timestamptz",
+        "time without time zone" => "time",
+        "decimal" => "numeric",
+        other => other,
+    }
+}
+
 /// The query of a `CREATE MATERIALIZED VIEW` statement, as `pg_get_viewdef` shows it.
-fn view_query(sql: &str) -> Option<String> {
+pub(crate) fn view_query(sql: &str) -> Option<String> {
     let statement = parse_statements(sql).ok()?.into_iter().next()?;
     match statement.statement {
         EddyStatement::CreateMaterializedView { query, .. } => Some(format!(" {query};")),

@@ -119,6 +119,8 @@ fn parse_duration_millis(value: &str) -> Option<u64> {
 pub fn is_session_statement(statement: &Statement) -> bool {
     match statement {
         Statement::Set(_) | Statement::Reset(_) => true,
+        Statement::Savepoint { .. } | Statement::ReleaseSavepoint { .. } => true,
+        Statement::Rollback { savepoint, .. } => savepoint.is_some(),
         Statement::ShowVariable { variable } => !is_datafusion_variable(variable),
         _ => false,
     }
@@ -222,6 +224,11 @@ pub fn execute(metadata: &mut HashMap<String, String>, statement: &Statement) ->
             }
             Ok(Outcome::command("RESET"))
         }
+        // Every statement commits on its own: savepoints have nothing to keep or undo, and
+        // drivers (psycopg, SQLAlchemy) send them around their catalog queries.
+        Statement::Savepoint { .. } => Ok(Outcome::command("SAVEPOINT")),
+        Statement::ReleaseSavepoint { .. } => Ok(Outcome::command("RELEASE")),
+        Statement::Rollback { .. } => Ok(Outcome::command("ROLLBACK TO SAVEPOINT")),
         Statement::ShowVariable { variable } if is_all(variable) => {
             let mut names: Vec<String> = DEFAULTS.iter().map(|(n, _)| n.to_string()).collect();
             names.extend(

@@ -68,8 +68,14 @@ async fn psql_meta_commands_list_eddys_objects() {
 
     let tables = psql(&eddy, &psql_bin, r"\dt");
     assert!(tables.contains("public|readings|table|"), "{tables}");
-    assert!(!tables.contains("per_sensor"), "\\dt lists tables only: {tables}");
-    assert!(!tables.contains("|bid|"), "\\dt lists tables only: {tables}");
+    assert!(
+        !tables.contains("per_sensor"),
+        "\\dt lists tables only: {tables}"
+    );
+    assert!(
+        !tables.contains("|bid|"),
+        "\\dt lists tables only: {tables}"
+    );
 
     // Eddy's views are all materialized: \dv finds none, \dm finds them.
     let views = psql(&eddy, &psql_bin, r"\dv");
