@@ -19,6 +19,7 @@ pub mod handler;
 pub mod information_schema;
 pub mod pg_catalog;
 pub mod pg_functions;
+pub mod pg_keys;
 pub mod provider;
 pub mod rewrite;
 pub mod session;

@@ -26,6 +26,8 @@ use datafusion_pg_catalog::setup_pg_catalog;
 use crate::database::{Database, Object, DATABASE, SCHEMA};
 use crate::error::ServerError;
 use crate::information_schema::InformationSchema;
+use crate::pg_keys::PrimaryKey;
+use eddy_executor::TableKey;
 
 /// Relations of the last `pg_class` read by OID, as (schema, name): what
 /// `pg_get_viewdef(oid)` and `pg_table_is_visible(oid)` look up.
@@ -130,17 +132,22 @@ impl SchemaProvider for EddyPgCatalog {
             return Ok(None);
         };
         let kind = match name.to_ascii_lowercase().as_str() {
-            "pg_class" => match self.inner.table("pg_namespace").await? {
-                Some(namespaces) => Derived::Class(namespaces),
-                None => return Ok(Some(table)),
-            },
+            "pg_class" => Derived::Class,
             "pg_matviews" => Derived::MatViews,
             "pg_tables" => Derived::Tables,
+            "pg_index" => Derived::Keys("pg_index"),
+            "pg_constraint" => Derived::Keys("pg_constraint"),
             _ => return Ok(Some(table)),
+        };
+        let schema = match kind {
+            Derived::Keys(name) => crate::pg_keys::with_key_array(&table.schema(), name),
+            _ => table.schema(),
         };
         Ok(Some(Arc::new(DerivedTable {
             inner: table,
+            schema,
             kind,
+            catalog: self.inner.clone(),
             db: self.db.clone(),
             oids: self.oids.clone(),
         })))
@@ -151,11 +158,12 @@ impl SchemaProvider for EddyPgCatalog {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 enum Derived {
     /// `relkind`: `m` for materialized views, `f` for sources (their rows live elsewhere).
-    /// Holds `pg_namespace`, to tell Eddy's schema apart.
-    Class(Arc<dyn TableProvider>),
+    Class,
+    /// `pg_index` or `pg_constraint` with tables' primary keys.
+    Keys(&'static str),
     /// One row per materialized view, with its SQL.
     MatViews,
     /// Tables only (the crate lists every relation).
@@ -165,7 +173,10 @@ enum Derived {
 /// A catalog table computed from the crate's table and Eddy's objects at each scan.
 struct DerivedTable {
     inner: Arc<dyn TableProvider>,
+    schema: SchemaRef,
     kind: Derived,
+    /// The crate's `pg_catalog`, for the namespaces and relations a table refers to.
+    catalog: Arc<dyn SchemaProvider>,
     db: Weak<Database>,
     oids: RelationOids,
 }
@@ -196,21 +207,69 @@ fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef> {
 }
 
 impl DerivedTable {
+    /// Namespace names by OID.
+    async fn namespaces(&self, state: &dyn Session) -> Result<HashMap<i32, String>> {
+        let mut schemas = HashMap::new();
+        let Some(namespaces) = self.catalog.table("pg_namespace").await? else {
+            return Ok(schemas);
+        };
+        let plan = namespaces.scan(state, None, &[], None).await?;
+        for batch in collect(plan, state.task_ctx()).await? {
+            let oids = column(&batch, "oid")?.as_primitive::<Int32Type>();
+            let names = column(&batch, "nspname")?.as_string::<i32>();
+            for i in 0..batch.num_rows() {
+                schemas.insert(oids.value(i), names.value(i).to_string());
+            }
+        }
+        Ok(schemas)
+    }
+
+    /// Eddy's tables with a primary key, with their OIDs as `pg_class` gives them.
+    async fn primary_keys(
+        &self,
+        state: &dyn Session,
+        objects: &HashMap<String, Object>,
+    ) -> Result<Vec<PrimaryKey>> {
+        let schemas = self.namespaces(state).await?;
+        let Some(classes) = self.catalog.table("pg_class").await? else {
+            return Ok(vec![]);
+        };
+        let plan = classes.scan(state, None, &[], None).await?;
+        let mut keys = Vec::new();
+        for batch in collect(plan, state.task_ctx()).await? {
+            let oids = column(&batch, "oid")?.as_primitive::<Int32Type>();
+            let names = column(&batch, "relname")?.as_string::<i32>();
+            let namespaces = column(&batch, "relnamespace")?.as_primitive::<Int32Type>();
+            for i in 0..batch.num_rows() {
+                if schemas.get(&namespaces.value(i)).map(String::as_str) != Some(SCHEMA) {
+                    continue;
+                }
+                if let Some(Object::Table(def)) = objects.get(names.value(i)) {
+                    if let TableKey::PrimaryKey(columns) = &def.key {
+                        keys.push(PrimaryKey {
+                            table_oid: oids.value(i),
+                            namespace_oid: namespaces.value(i),
+                            table: names.value(i).to_string(),
+                            columns: columns.iter().map(|&c| c as i16 + 1).collect(),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(keys)
+    }
+
     async fn rows(&self, state: &dyn Session) -> Result<Vec<RecordBatch>> {
         let plan: Arc<dyn ExecutionPlan> = self.inner.scan(state, None, &[], None).await?;
         let batches = collect(plan, state.task_ctx()).await?;
         let objects: HashMap<String, Object> = objects(&self.db).into_iter().collect();
-        match &self.kind {
-            Derived::Class(namespaces) => {
-                let plan = namespaces.scan(state, None, &[], None).await?;
-                let mut schemas = HashMap::new();
-                for batch in collect(plan, state.task_ctx()).await? {
-                    let oids = column(&batch, "oid")?.as_primitive::<Int32Type>();
-                    let names = column(&batch, "nspname")?.as_string::<i32>();
-                    for i in 0..batch.num_rows() {
-                        schemas.insert(oids.value(i), names.value(i).to_string());
-                    }
-                }
+        match self.kind {
+            Derived::Keys(name) => {
+                let keys = self.primary_keys(state, &objects).await?;
+                crate::pg_keys::with_primary_keys(name, &self.schema, &batches, &keys)
+            }
+            Derived::Class => {
+                let schemas = self.namespaces(state).await?;
                 let mut relations = HashMap::new();
                 let batches = batches
                     .iter()
@@ -311,7 +370,7 @@ fn matviews(schema: SchemaRef, db: &Weak<Database>) -> Result<RecordBatch> {
 #[async_trait]
 impl TableProvider for DerivedTable {
     fn schema(&self) -> SchemaRef {
-        self.inner.schema()
+        self.schema.clone()
     }
 
     fn table_type(&self) -> TableType {

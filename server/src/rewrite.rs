@@ -47,6 +47,7 @@ pub fn rewrite_for_datafusion(parsed: ParsedStatement) -> ParsedStatement {
         _ => parser.rewrite(*statement),
     });
     aggregate_scalar_subqueries(&mut statement);
+    replace_generate_subscripts(&mut statement);
     ParsedStatement {
         sql: parsed.sql,
         statement: EddyStatement::Sql(Box::new(statement)),
@@ -78,6 +79,33 @@ fn aggregate_scalar_subqueries(statement: &mut Statement) {
                         }],
                         else_result: None,
                     };
+                }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// `generate_subscripts(a, 1)`, a set-returning function DataFusion lacks, as
+/// `unnest(generate_series(1, array_length(a)))`: next to `unnest(a)` in a select list both
+/// yield one row per element, in step (SQLAlchemy's key reflection pairs them so).
+fn replace_generate_subscripts(statement: &mut Statement) {
+    let _ = visit_expressions_mut(statement, |expr| {
+        if let Expr::Function(function) = expr {
+            let is_it = function
+                .name
+                .0
+                .last()
+                .is_some_and(|n| n.to_string().eq_ignore_ascii_case("generate_subscripts"));
+            if let (true, FunctionArguments::List(list)) = (is_it, &function.args) {
+                if let Some(array) = list.args.first() {
+                    let text = format!("unnest(generate_series(1, array_length({array})))");
+                    if let Ok(replacement) = Parser::new(&PostgreSqlDialect {})
+                        .try_with_sql(&text)
+                        .and_then(|mut parser| parser.parse_expr())
+                    {
+                        *expr = replacement;
+                    }
                 }
             }
         }

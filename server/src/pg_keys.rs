@@ -1,0 +1,231 @@
+//! Primary keys in `pg_constraint` and `pg_index`: a table's key as the constraint
+//! `<table>_pkey` with its index, as drivers' key reflection reads them (SQLAlchemy's
+//! `get_pk_constraint`, JDBC's `getPrimaryKeys`). `conkey` and `indkey` are arrays of column
+//! numbers, as in Postgres, so that `unnest(indkey)` works.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int16Builder, ListBuilder, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::ScalarValue;
+use datafusion::error::Result;
+
+/// Eddy's primary keys: table OID, table name, key column numbers (from 1).
+pub(crate) struct PrimaryKey {
+    pub table_oid: i32,
+    pub namespace_oid: i32,
+    pub table: String,
+    pub columns: Vec<i16>,
+}
+
+/// OIDs of a key's constraint and index, derived from its table's OID and kept above the
+/// range the catalog hands out to relations.
+pub(crate) fn constraint_oid(table_oid: i32) -> i32 {
+    800_000_000 + table_oid
+}
+
+pub(crate) fn index_oid(table_oid: i32) -> i32 {
+    900_000_000 + table_oid
+}
+
+/// The column that holds column numbers in each table (text in the crate's copy).
+fn key_column(table: &str) -> &'static str {
+    if table == "pg_index" {
+        "indkey"
+    } else {
+        "conkey"
+    }
+}
+
+/// The schema with the key column as an array of int2, every column nullable (Eddy's rows
+/// leave the columns it has no use for NULL).
+pub(crate) fn with_key_array(schema: &SchemaRef, table: &str) -> SchemaRef {
+    let key = key_column(table);
+    Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| {
+                if f.name() == key {
+                    Arc::new(Field::new(key, key_list_type(), true))
+                } else {
+                    Arc::new(f.as_ref().clone().with_nullable(true))
+                }
+            })
+            .collect::<Vec<_>>(),
+    ))
+}
+
+fn key_list_type() -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(DataType::Int16, true)))
+}
+
+/// `"1 2"` (int2vector) or `"{1,2}"` (int2[]) as numbers.
+fn parse_numbers(text: &str) -> Vec<i16> {
+    text.split(|c: char| !(c.is_ascii_digit() || c == '-'))
+        .filter_map(|part| part.parse().ok())
+        .collect()
+}
+
+fn key_array(rows: impl Iterator<Item = Option<Vec<i16>>>) -> ArrayRef {
+    let mut builder = ListBuilder::new(Int16Builder::new())
+        .with_field(Arc::new(Field::new_list_field(DataType::Int16, true)));
+    for row in rows {
+        match row {
+            Some(numbers) => {
+                for n in numbers {
+                    builder.values().append_value(n);
+                }
+                builder.append(true);
+            }
+            None => builder.append(false),
+        }
+    }
+    Arc::new(builder.finish())
+}
+
+/// The crate's rows with the key column turned into arrays, followed by Eddy's keys.
+pub(crate) fn with_primary_keys(
+    table: &str,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    keys: &[PrimaryKey],
+) -> Result<Vec<RecordBatch>> {
+    let key = key_column(table);
+    let mut out = Vec::with_capacity(batches.len() + 1);
+    for batch in batches {
+        let mut columns = batch.columns().to_vec();
+        if let Ok(index) = batch.schema().index_of(key) {
+            let texts = batch.column(index).as_string_opt::<i32>();
+            columns[index] = key_array((0..batch.num_rows()).map(|i| {
+                texts
+                    .filter(|t| !t.is_null(i))
+                    .map(|t| parse_numbers(t.value(i)))
+            }));
+        }
+        out.push(RecordBatch::try_new(schema.clone(), columns)?);
+    }
+    let rows: Vec<HashMap<&str, ScalarValue>> = keys
+        .iter()
+        .map(|k| {
+            if table == "pg_index" {
+                index_row(k)
+            } else {
+                constraint_row(k)
+            }
+        })
+        .collect();
+    out.push(rows_batch(schema, key, keys, &rows)?);
+    Ok(out)
+}
+
+fn index_row(key: &PrimaryKey) -> HashMap<&'static str, ScalarValue> {
+    let n = Some(key.columns.len() as i16);
+    let mut row = HashMap::from([
+        (
+            "indexrelid",
+            ScalarValue::Int32(Some(index_oid(key.table_oid))),
+        ),
+        ("indrelid", ScalarValue::Int32(Some(key.table_oid))),
+        ("indnatts", ScalarValue::Int16(n)),
+        ("indnkeyatts", ScalarValue::Int16(n)),
+    ]);
+    for (name, value) in [
+        ("indisunique", true),
+        ("indnullsnotdistinct", false),
+        ("indisprimary", true),
+        ("indisexclusion", false),
+        ("indimmediate", true),
+        ("indisclustered", false),
+        ("indisvalid", true),
+        ("indcheckxmin", false),
+        ("indisready", true),
+        ("indislive", true),
+        ("indisreplident", false),
+    ] {
+        row.insert(name, ScalarValue::Boolean(Some(value)));
+    }
+    row
+}
+
+fn constraint_row(key: &PrimaryKey) -> HashMap<&'static str, ScalarValue> {
+    let text = |s: &str| ScalarValue::Utf8(Some(s.to_string()));
+    let mut row = HashMap::from([
+        (
+            "oid",
+            ScalarValue::Int32(Some(constraint_oid(key.table_oid))),
+        ),
+        ("conname", text(&format!("{}_pkey", key.table))),
+        ("connamespace", ScalarValue::Int32(Some(key.namespace_oid))),
+        ("contype", text("p")),
+        ("conrelid", ScalarValue::Int32(Some(key.table_oid))),
+        ("contypid", ScalarValue::Int32(Some(0))),
+        (
+            "conindid",
+            ScalarValue::Int32(Some(index_oid(key.table_oid))),
+        ),
+        ("conparentid", ScalarValue::Int32(Some(0))),
+        ("confrelid", ScalarValue::Int32(Some(0))),
+        ("confupdtype", text(" ")),
+        ("confdeltype", text(" ")),
+        ("confmatchtype", text(" ")),
+        ("coninhcount", ScalarValue::Int16(Some(0))),
+    ]);
+    for (name, value) in [
+        ("condeferrable", false),
+        ("condeferred", false),
+        ("convalidated", true),
+        ("conislocal", true),
+        ("connoinherit", true),
+    ] {
+        row.insert(name, ScalarValue::Boolean(Some(value)));
+    }
+    row
+}
+
+/// One batch of the given rows: named cells, NULL elsewhere; the key column from `keys`.
+fn rows_batch(
+    schema: &SchemaRef,
+    key: &str,
+    keys: &[PrimaryKey],
+    rows: &[HashMap<&str, ScalarValue>],
+) -> Result<RecordBatch> {
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|field| {
+            if field.name() == key {
+                return Ok(key_array(keys.iter().map(|k| Some(k.columns.clone()))));
+            }
+            let null = ScalarValue::try_from(field.data_type())?;
+            let values = rows.iter().map(|row| {
+                row.get(field.name().as_str())
+                    .cloned()
+                    .unwrap_or_else(|| null.clone())
+            });
+            if rows.is_empty() {
+                return Ok(datafusion::arrow::array::new_empty_array(field.data_type()));
+            }
+            let array = ScalarValue::iter_to_array(values)?;
+            Ok(if array.data_type() == field.data_type() {
+                array
+            } else {
+                datafusion::arrow::compute::cast(&array, field.data_type())?
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_forms_of_column_numbers_parse() {
+        assert_eq!(parse_numbers("1 2"), vec![1, 2]);
+        assert_eq!(parse_numbers("{3,1}"), vec![3, 1]);
+        assert_eq!(parse_numbers(""), Vec::<i16>::new());
+    }
+}
