@@ -257,6 +257,9 @@ pub(crate) fn register(
             ) as ArrayRef)
         },
     ));
+    ctx.register_udf(ScalarUDF::new_from_impl(Format {
+        signature: Signature::variadic_any(Volatility::Immutable),
+    }));
     ctx.register_udf(ScalarUDF::new_from_impl(JsonBuildObject {
         signature: Signature::variadic_any(Volatility::Immutable),
     }));
@@ -333,6 +336,97 @@ pub(crate) fn view_query(sql: &str) -> Option<String> {
     match statement.statement {
         EddyStatement::CreateMaterializedView { query, .. } => Some(format!(" {query};")),
         _ => None,
+    }
+}
+
+/// `format(text, args...)` with `%s` (text), `%I` (identifier), `%L` (literal) and `%%`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Format {
+    signature: Signature,
+}
+
+fn quote_identifier(name: &str) -> String {
+    let plain = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+/// Formats one row; `None` when the format string is NULL.
+fn format_row(pattern: Option<String>, args: &[Option<String>]) -> Result<Option<String>> {
+    let Some(pattern) = pattern else {
+        return Ok(None);
+    };
+    let mut out = String::with_capacity(pattern.len());
+    let mut next = args.iter();
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let spec = chars.next();
+        if spec == Some('%') {
+            out.push('%');
+            continue;
+        }
+        let arg = next.next().ok_or_else(|| {
+            DataFusionError::Execution("format: too few arguments for the format string".into())
+        })?;
+        match (spec, arg) {
+            (Some('s'), value) => out.push_str(value.as_deref().unwrap_or("")),
+            (Some('I'), Some(value)) => out.push_str(&quote_identifier(value)),
+            (Some('I'), None) => {
+                return Err(DataFusionError::Execution(
+                    "format: a NULL cannot be an identifier (%I)".into(),
+                ))
+            }
+            (Some('L'), Some(value)) => out.push_str(&format!("'{}'", value.replace('\'', "''"))),
+            (Some('L'), None) => out.push_str("NULL"),
+            (other, _) => {
+                return Err(DataFusionError::Execution(format!(
+                    "format: unsupported conversion %{}",
+                    other.map(String::from).unwrap_or_default()
+                )))
+            }
+        }
+    }
+    Ok(Some(out))
+}
+
+impl ScalarUDFImpl for Format {
+    fn name(&self) -> &str {
+        "format"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rows = args.number_rows;
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let Some((pattern, rest)) = arrays.split_first() else {
+            return Err(DataFusionError::Plan("format needs a format string".into()));
+        };
+        let mut out = Vec::with_capacity(rows);
+        for i in 0..rows {
+            let values: Vec<Option<String>> = rest.iter().map(|a| text_arg(a, i)).collect();
+            out.push(format_row(text_arg(pattern, i), &values)?);
+        }
+        Ok(ColumnarValue::Array(Arc::new(StringArray::from(out))))
     }
 }
 
@@ -413,6 +507,18 @@ mod tests {
                 .unwrap();
         assert_eq!(query, " SELECT a, count(*) FROM t GROUP BY a;");
         assert_eq!(view_query("CREATE TABLE t (a INT)"), None);
+    }
+
+    #[test]
+    fn format_quotes_identifiers_and_literals() {
+        let args = [Some("My Table".to_string()), Some("it's".to_string()), None];
+        assert_eq!(
+            format_row(Some("%I = %L, %s%%".into()), &args)
+                .unwrap()
+                .as_deref(),
+            Some("\"My Table\" = 'it''s', %")
+        );
+        assert!(format_row(Some("%s %s".into()), &args[..1]).is_err());
     }
 
     #[test]

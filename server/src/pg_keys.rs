@@ -29,26 +29,27 @@ pub(crate) fn index_oid(table_oid: i32) -> i32 {
     900_000_000 + table_oid
 }
 
-/// The column that holds column numbers in each table (text in the crate's copy).
-fn key_column(table: &str) -> &'static str {
+/// The columns that hold column numbers in each table (text in the crate's copy): the first
+/// is the key's own.
+fn key_columns(table: &str) -> &'static [&'static str] {
     if table == "pg_index" {
-        "indkey"
+        &["indkey"]
     } else {
-        "conkey"
+        &["conkey", "confkey"]
     }
 }
 
 /// The schema with the key column as an array of int2, every column nullable (Eddy's rows
 /// leave the columns it has no use for NULL).
 pub(crate) fn with_key_array(schema: &SchemaRef, table: &str) -> SchemaRef {
-    let key = key_column(table);
+    let keys = key_columns(table);
     Arc::new(Schema::new(
         schema
             .fields()
             .iter()
             .map(|f| {
-                if f.name() == key {
-                    Arc::new(Field::new(key, key_list_type(), true))
+                if keys.contains(&f.name().as_str()) {
+                    Arc::new(Field::new(f.name(), key_list_type(), true))
                 } else {
                     Arc::new(f.as_ref().clone().with_nullable(true))
                 }
@@ -92,11 +93,14 @@ pub(crate) fn with_primary_keys(
     batches: &[RecordBatch],
     keys: &[PrimaryKey],
 ) -> Result<Vec<RecordBatch>> {
-    let key = key_column(table);
+    let keys_columns = key_columns(table);
     let mut out = Vec::with_capacity(batches.len() + 1);
     for batch in batches {
         let mut columns = batch.columns().to_vec();
-        if let Ok(index) = batch.schema().index_of(key) {
+        for name in keys_columns {
+            let Ok(index) = batch.schema().index_of(name) else {
+                continue;
+            };
             let texts = batch.column(index).as_string_opt::<i32>();
             columns[index] = key_array((0..batch.num_rows()).map(|i| {
                 texts
@@ -116,7 +120,7 @@ pub(crate) fn with_primary_keys(
             }
         })
         .collect();
-    out.push(rows_batch(schema, key, keys, &rows)?);
+    out.push(rows_batch(schema, keys_columns, keys, &rows)?);
     Ok(out)
 }
 
@@ -187,7 +191,7 @@ fn constraint_row(key: &PrimaryKey) -> HashMap<&'static str, ScalarValue> {
 /// One batch of the given rows: named cells, NULL elsewhere; the key column from `keys`.
 fn rows_batch(
     schema: &SchemaRef,
-    key: &str,
+    key_columns: &[&str],
     keys: &[PrimaryKey],
     rows: &[HashMap<&str, ScalarValue>],
 ) -> Result<RecordBatch> {
@@ -195,8 +199,11 @@ fn rows_batch(
         .fields()
         .iter()
         .map(|field| {
-            if field.name() == key {
+            if key_columns.first() == Some(&field.name().as_str()) {
                 return Ok(key_array(keys.iter().map(|k| Some(k.columns.clone()))));
+            }
+            if key_columns.contains(&field.name().as_str()) {
+                return Ok(key_array(keys.iter().map(|_| None)));
             }
             let null = ScalarValue::try_from(field.data_type())?;
             let values = rows.iter().map(|row| {
