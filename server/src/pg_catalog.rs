@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock, Weak};
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray};
+use datafusion::arrow::array::{
+    new_null_array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray,
+};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::arrow::datatypes::{Int32Type, SchemaRef};
 use datafusion::catalog::{MemTable, SchemaProvider, Session, TableProvider};
@@ -141,6 +143,7 @@ impl SchemaProvider for EddyPgCatalog {
         };
         let schema = match kind {
             Derived::Keys(name) => crate::pg_keys::with_key_array(&table.schema(), name),
+            Derived::Class => with_reloptions(&table.schema()),
             _ => table.schema(),
         };
         Ok(Some(Arc::new(DerivedTable {
@@ -312,7 +315,25 @@ fn fix_relkind(
         fixed.push(kind);
         relations.insert(oids.value(i), (schema, name.to_string()));
     }
-    replace_column(batch, "relkind", Arc::new(StringArray::from(fixed)))
+    let batch = replace_column(batch, "relkind", Arc::new(StringArray::from(fixed)))?;
+    // No storage options on any relation.
+    let mut columns = batch.columns().to_vec();
+    columns.push(new_null_array(&reloptions_type(), batch.num_rows()));
+    Ok(RecordBatch::try_new(
+        with_reloptions(&batch.schema()),
+        columns,
+    )?)
+}
+
+fn reloptions_type() -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true)))
+}
+
+/// `pg_class` with `reloptions` (text[]), which drivers read and the crate lacks.
+fn with_reloptions(schema: &SchemaRef) -> SchemaRef {
+    let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+    fields.push(Arc::new(Field::new("reloptions", reloptions_type(), true)));
+    Arc::new(datafusion::arrow::datatypes::Schema::new(fields))
 }
 
 fn replace_column(batch: &RecordBatch, name: &str, array: ArrayRef) -> Result<RecordBatch> {

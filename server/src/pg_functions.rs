@@ -87,17 +87,22 @@ fn function(
     returns: DataType,
     body: impl Fn(&[ArrayRef], usize) -> Result<ArrayRef> + Send + Sync + 'static,
 ) -> ScalarUDF {
-    let signature = if arities.is_empty() {
+    // By arity only: clients pass OIDs as int4 or int8 and untyped NULL parameters; the
+    // bodies read every argument as text or a number.
+    let mut counts: Vec<usize> = arities.iter().map(Vec::len).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    let signature = if counts.is_empty() || counts == [0] {
         Signature::nullary(Volatility::Stable)
     } else {
         Signature::one_of(
-            arities
-                .iter()
-                .map(|types| {
-                    if types.is_empty() {
+            counts
+                .into_iter()
+                .map(|n| {
+                    if n == 0 {
                         TypeSignature::Nullary
                     } else {
-                        TypeSignature::Exact(types.clone())
+                        TypeSignature::Any(n)
                     }
                 })
                 .collect(),

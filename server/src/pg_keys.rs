@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int16Builder, ListBuilder, RecordBatch};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Builder, ListBuilder, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::ScalarValue;
 use datafusion::error::Result;
@@ -29,61 +29,71 @@ pub(crate) fn index_oid(table_oid: i32) -> i32 {
     900_000_000 + table_oid
 }
 
-/// The columns that hold column numbers in each table (text in the crate's copy): the first
-/// is the key's own.
-fn key_columns(table: &str) -> &'static [&'static str] {
+/// The array columns of each table (text in the crate's copy), with their element type:
+/// column numbers are int2, OIDs int4. The first is the key's own columns.
+fn key_columns(table: &str) -> &'static [(&'static str, DataType)] {
     if table == "pg_index" {
-        &["indkey"]
+        &[
+            ("indkey", DataType::Int16),
+            ("indclass", DataType::Int32),
+            ("indcollation", DataType::Int32),
+            ("indoption", DataType::Int16),
+        ]
     } else {
-        &["conkey", "confkey"]
+        &[("conkey", DataType::Int16), ("confkey", DataType::Int16)]
     }
+}
+
+fn array_type(table: &str, column: &str) -> Option<DataType> {
+    key_columns(table)
+        .iter()
+        .find(|(name, _)| *name == column)
+        .map(|(_, element)| list_of(element.clone()))
 }
 
 /// The schema with the key column as an array of int2, every column nullable (Eddy's rows
 /// leave the columns it has no use for NULL).
 pub(crate) fn with_key_array(schema: &SchemaRef, table: &str) -> SchemaRef {
-    let keys = key_columns(table);
     Arc::new(Schema::new(
         schema
             .fields()
             .iter()
-            .map(|f| {
-                if keys.contains(&f.name().as_str()) {
-                    Arc::new(Field::new(f.name(), key_list_type(), true))
-                } else {
-                    Arc::new(f.as_ref().clone().with_nullable(true))
-                }
+            .map(|f| match array_type(table, f.name()) {
+                Some(list) => Arc::new(Field::new(f.name(), list, true)),
+                None => Arc::new(f.as_ref().clone().with_nullable(true)),
             })
             .collect::<Vec<_>>(),
     ))
 }
 
-fn key_list_type() -> DataType {
-    DataType::List(Arc::new(Field::new_list_field(DataType::Int16, true)))
+fn list_of(element: DataType) -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(element, true)))
 }
 
 /// `"1 2"` (int2vector) or `"{1,2}"` (int2[]) as numbers.
-fn parse_numbers(text: &str) -> Vec<i16> {
+fn parse_numbers(text: &str) -> Vec<i64> {
     text.split(|c: char| !(c.is_ascii_digit() || c == '-'))
         .filter_map(|part| part.parse().ok())
         .collect()
 }
 
-fn key_array(rows: impl Iterator<Item = Option<Vec<i16>>>) -> ArrayRef {
-    let mut builder = ListBuilder::new(Int16Builder::new())
-        .with_field(Arc::new(Field::new_list_field(DataType::Int16, true)));
+/// A list array of the element type (int2 or int4) from rows of numbers.
+fn key_array(element: &DataType, rows: impl Iterator<Item = Option<Vec<i64>>>) -> Result<ArrayRef> {
+    let mut builder = ListBuilder::new(Int64Builder::new());
     for row in rows {
         match row {
             Some(numbers) => {
-                for n in numbers {
-                    builder.values().append_value(n);
-                }
+                builder.values().append_slice(&numbers);
                 builder.append(true);
             }
             None => builder.append(false),
         }
     }
-    Arc::new(builder.finish())
+    let array: ArrayRef = Arc::new(builder.finish());
+    Ok(datafusion::arrow::compute::cast(
+        &array,
+        &list_of(element.clone()),
+    )?)
 }
 
 /// The crate's rows with the key column turned into arrays, followed by Eddy's keys.
@@ -97,16 +107,19 @@ pub(crate) fn with_primary_keys(
     let mut out = Vec::with_capacity(batches.len() + 1);
     for batch in batches {
         let mut columns = batch.columns().to_vec();
-        for name in keys_columns {
+        for (name, element) in keys_columns {
             let Ok(index) = batch.schema().index_of(name) else {
                 continue;
             };
             let texts = batch.column(index).as_string_opt::<i32>();
-            columns[index] = key_array((0..batch.num_rows()).map(|i| {
-                texts
-                    .filter(|t| !t.is_null(i))
-                    .map(|t| parse_numbers(t.value(i)))
-            }));
+            columns[index] = key_array(
+                element,
+                (0..batch.num_rows()).map(|i| {
+                    texts
+                        .filter(|t| !t.is_null(i))
+                        .map(|t| parse_numbers(t.value(i)))
+                }),
+            )?;
         }
         out.push(RecordBatch::try_new(schema.clone(), columns)?);
     }
@@ -191,7 +204,7 @@ fn constraint_row(key: &PrimaryKey) -> HashMap<&'static str, ScalarValue> {
 /// One batch of the given rows: named cells, NULL elsewhere; the key column from `keys`.
 fn rows_batch(
     schema: &SchemaRef,
-    key_columns: &[&str],
+    key_columns: &[(&str, DataType)],
     keys: &[PrimaryKey],
     rows: &[HashMap<&str, ScalarValue>],
 ) -> Result<RecordBatch> {
@@ -199,11 +212,19 @@ fn rows_batch(
         .fields()
         .iter()
         .map(|field| {
-            if key_columns.first() == Some(&field.name().as_str()) {
-                return Ok(key_array(keys.iter().map(|k| Some(k.columns.clone()))));
-            }
-            if key_columns.contains(&field.name().as_str()) {
-                return Ok(key_array(keys.iter().map(|_| None)));
+            let array_column = key_columns.iter().position(|(n, _)| n == field.name());
+            if let Some(position) = array_column {
+                let element = &key_columns[position].1;
+                return if position == 0 {
+                    key_array(
+                        element,
+                        keys.iter()
+                            .map(|k| Some(k.columns.iter().map(|&c| i64::from(c)).collect())),
+                    )
+                } else {
+                    // One entry per key column (default operator class, collation, options).
+                    key_array(element, keys.iter().map(|k| Some(vec![0; k.columns.len()])))
+                };
             }
             let null = ScalarValue::try_from(field.data_type())?;
             let values = rows.iter().map(|row| {
@@ -233,6 +254,6 @@ mod tests {
     fn both_forms_of_column_numbers_parse() {
         assert_eq!(parse_numbers("1 2"), vec![1, 2]);
         assert_eq!(parse_numbers("{3,1}"), vec![3, 1]);
-        assert_eq!(parse_numbers(""), Vec::<i16>::new());
+        assert_eq!(parse_numbers(""), Vec::<i64>::new());
     }
 }

@@ -48,6 +48,7 @@ pub fn rewrite_for_datafusion(parsed: ParsedStatement) -> ParsedStatement {
     });
     aggregate_scalar_subqueries(&mut statement);
     replace_generate_subscripts(&mut statement);
+    backslash_like_escapes(&mut statement);
     ParsedStatement {
         sql: parsed.sql,
         statement: EddyStatement::Sql(Box::new(statement)),
@@ -107,6 +108,45 @@ fn replace_generate_subscripts(statement: &mut Statement) {
                         *expr = replacement;
                     }
                 }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// `x LIKE p ESCAPE '/'`: DataFusion's LIKE escapes with a backslash only, so the pattern is
+/// rewritten to use one (`/%` → `\%`, `/_` → `\_`, `//` → `/`). SQLAlchemy escapes `pg_`
+/// so when it lists schemas.
+fn backslash_like_escapes(statement: &mut Statement) {
+    let _ = visit_expressions_mut(statement, |expr| {
+        if let Expr::Like {
+            pattern,
+            escape_char,
+            ..
+        }
+        | Expr::ILike {
+            pattern,
+            escape_char,
+            ..
+        } = expr
+        {
+            let escape = match escape_char.as_ref().map(|v| &v.value) {
+                Some(Value::SingleQuotedString(s)) if s.chars().count() == 1 && s != "\\" => {
+                    s.clone()
+                }
+                _ => return ControlFlow::Continue(()),
+            };
+            let quoted = escape.replace('\'', "''");
+            let text = format!(
+                "replace(replace(replace(replace({pattern}, '\\', '\\\\'), '{quoted}%', '\\%'), \
+                 '{quoted}_', '\\_'), '{quoted}{quoted}', '{quoted}')"
+            );
+            if let Ok(rewritten) = Parser::new(&PostgreSqlDialect {})
+                .try_with_sql(&text)
+                .and_then(|mut parser| parser.parse_expr())
+            {
+                **pattern = rewritten;
+                *escape_char = None;
             }
         }
         ControlFlow::<()>::Continue(())
@@ -319,6 +359,19 @@ mod tests {
             .unwrap();
         aggregate_scalar_subqueries(&mut statement);
         statement.to_string()
+    }
+
+    #[test]
+    fn like_escapes_become_backslashes() {
+        let mut statement = Parser::new(&PostgreSqlDialect {})
+            .try_with_sql("SELECT 1 FROM n WHERE n.name NOT LIKE 'pg/_' || '%' ESCAPE '/'")
+            .unwrap()
+            .parse_statement()
+            .unwrap();
+        backslash_like_escapes(&mut statement);
+        let text = statement.to_string();
+        assert!(!text.contains("ESCAPE"), "{text}");
+        assert!(text.contains("'/_', '\\_'"), "{text}");
     }
 
     #[test]

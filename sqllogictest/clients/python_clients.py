@@ -30,6 +30,9 @@ def psycopg_with_parameters():
         conn.execute("""CREATE MATERIALIZED VIEW per_site AS
                         SELECT site, count(*) AS readings, max(value) AS peak
                         FROM readings GROUP BY site""")
+        conn.execute("""CREATE SOURCE bids (auction BIGINT, price BIGINT) WITH (
+                        connector = 'nexmark', nexmark.table.type = 'bid',
+                        nexmark.event.rate = '10', nexmark.max.events = '10')""")
         conn.execute("FLUSH")
         rows = conn.execute("SELECT sensor, site FROM readings WHERE value > %s ORDER BY sensor",
                             (19.0,)).fetchall()
@@ -66,6 +69,14 @@ def sqlalchemy_inspector_and_pandas():
     check("sqlalchemy: get_columns of a view", view_columns, ["site", "readings", "peak"])
     pk = inspector.get_pk_constraint("readings")
     check("sqlalchemy: get_pk_constraint", pk["constrained_columns"], ["sensor"])
+    # What Superset's schema browser asks the inspector for, beyond the above.
+    check("sqlalchemy: get_schema_names", inspector.get_schema_names(),
+          ["eddy_catalog", "information_schema", "public"])
+    check("sqlalchemy: get_foreign_table_names (sources)",
+          inspector.get_foreign_table_names(), ["bids"])
+    check("sqlalchemy: get_foreign_keys", inspector.get_foreign_keys("readings"), [])
+    check("sqlalchemy: get_indexes", inspector.get_indexes("readings"), [])
+    check("sqlalchemy: get_table_comment", inspector.get_table_comment("readings"), {"text": None})
     frame = pandas.read_sql("SELECT site, readings, peak FROM per_site ORDER BY site", engine)
     check("pandas: read_sql of a view",
           frame.to_dict("records"),

@@ -54,17 +54,28 @@ async fn psql_meta_commands_list_eddys_objects() {
     let all = lines(&all);
     assert_eq!(all[0], "List of relations");
     assert_eq!(all[1], "Schema|Name|Type|Owner");
-    for row in [
-        "public|readings|table|",
-        "public|per_sensor|materialized view|",
-        "public|bid|foreign table|",
-        "eddy_catalog|source_progress|table|",
-    ] {
-        assert!(
-            all.iter().any(|line| line.starts_with(row)),
-            "\\d lists {row}: {all:#?}"
-        );
-    }
+    // Sorted by schema and name; only what is on the search path, as in Postgres.
+    assert_eq!(
+        all[2..],
+        [
+            "public|bid|foreign table|postgres",
+            "public|per_sensor|materialized view|postgres",
+            "public|readings|table|postgres",
+            "(3 rows)",
+        ],
+        "{all:#?}"
+    );
+    // Eddy's system tables, by schema.
+    let system = psql(&eddy, &psql_bin, r"\dt eddy_catalog.*");
+    assert!(
+        system.contains("eddy_catalog|source_progress|table|"),
+        "{system}"
+    );
+    let progress = psql(&eddy, &psql_bin, r"\d eddy_catalog.tables");
+    assert!(
+        progress.starts_with("Table \"eddy_catalog.tables\""),
+        "{progress}"
+    );
 
     let tables = psql(&eddy, &psql_bin, r"\dt");
     assert!(tables.contains("public|readings|table|"), "{tables}");
