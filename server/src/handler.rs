@@ -337,6 +337,23 @@ impl EddyQueryParser {
         for (i, t) in positional {
             parameter_types[i - 1] = t;
         }
+        // `$1::int8`: DataFusion leaves a cast parameter untyped; Postgres types it by the cast.
+        for (i, sql_type) in cast_parameters(statement) {
+            if let Some(slot @ None) = parameter_types.get_mut(i.wrapping_sub(1)) {
+                let expr = self.db.ctx.state().create_logical_expr(
+                    &format!("CAST(NULL AS {sql_type})"),
+                    &datafusion::common::DFSchema::empty(),
+                );
+                if let Ok(expr) = expr {
+                    if let Ok((_, field)) = datafusion::logical_expr::ExprSchemable::to_field(
+                        &expr,
+                        &datafusion::common::DFSchema::empty(),
+                    ) {
+                        *slot = Some(field.data_type().clone());
+                    }
+                }
+            }
+        }
         let schema = match &plan {
             datafusion::logical_expr::LogicalPlan::Dml(_) => None,
             plan => Some(Arc::new(plan.schema().as_arrow().clone())),
@@ -387,6 +404,30 @@ impl ExtendedQueryHandler for EddyHandler {
         )
         .await
     }
+}
+
+/// `(n, type)` for each `CAST($n AS type)` (or `$n::type`) in a statement.
+fn cast_parameters(statement: &Statement) -> Vec<(usize, String)> {
+    use datafusion::sql::sqlparser::ast::{visit_expressions, Expr, Value};
+    let mut found = Vec::new();
+    let _ = visit_expressions(statement, |expr| {
+        if let Expr::Cast {
+            expr: inner,
+            data_type,
+            ..
+        } = expr
+        {
+            if let Expr::Value(value) = inner.as_ref() {
+                if let Value::Placeholder(name) = &value.value {
+                    if let Ok(n) = name.trim_start_matches('$').parse::<usize>() {
+                        found.push((n, data_type.to_string()));
+                    }
+                }
+            }
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    found
 }
 
 /// Builds the handlers for each connection.
