@@ -21,6 +21,7 @@ command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 python3 -c "import venv, ensurepip" >/dev/null 2>&1 || missing+=(python3-venv)
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "==> apt-get install ${missing[*]}"

@@ -11,7 +11,6 @@ use datafusion::sql::sqlparser::ast::Statement;
 use eddy_planner::statement::{parse_statements, ParsedStatement};
 use eddy_planner::EddyStatement;
 use futures::{stream, Sink};
-use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::StartupHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
@@ -23,6 +22,7 @@ use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
 
+use crate::auth::Authentication;
 use crate::database::{Database, Outcome};
 use crate::error::ServerError;
 use crate::rewrite::rewrite_for_datafusion;
@@ -433,12 +433,20 @@ fn cast_parameters(statement: &Statement) -> Vec<(usize, String)> {
 /// Builds the handlers for each connection.
 pub struct EddyServerHandlers {
     handler: Arc<EddyHandler>,
+    authentication: Authentication,
 }
 
 impl EddyServerHandlers {
+    /// Handlers that trust every client.
     pub fn new(db: Arc<Database>) -> Self {
+        Self::with_authentication(db, Authentication::Trust)
+    }
+
+    /// Handlers with the given authentication.
+    pub fn with_authentication(db: Arc<Database>, authentication: Authentication) -> Self {
         Self {
             handler: Arc::new(EddyHandler::new(db)),
+            authentication,
         }
     }
 }
@@ -453,14 +461,9 @@ impl PgWireServerHandlers for EddyServerHandlers {
     }
 
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
-        Arc::new(EddyStartup)
+        Arc::new(self.authentication.startup())
     }
 }
-
-/// Trust authentication: any user, any database name (tools' defaults just work).
-struct EddyStartup;
-
-impl NoopStartupHandler for EddyStartup {}
 
 #[cfg(test)]
 mod tests {

@@ -2,6 +2,7 @@
 //!
 //! Modules in data-flow order:
 //!
+//! - [`auth`]: trust, or SCRAM-SHA-256 with a password; TLS.
 //! - [`handler`]: pgwire handlers (simple and extended query protocol).
 //! - [`session`]: a connection's settings (SET, SHOW, RESET).
 //! - [`copy`]: `COPY ... TO STDOUT`.
@@ -12,6 +13,7 @@
 //! - [`system_tables`]: the `eddy_catalog` schema.
 //! - [`error`]: errors with SQLSTATE codes.
 
+pub mod auth;
 pub mod copy;
 pub mod database;
 pub mod error;
