@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real Postgres clients the client tests drive (sqllogictest/tests/clients.rs and
 # psql.rs): psql and the PostgreSQL JDBC driver (Debian packages), a JDK to compile the Java
-# check, Python's psycopg 3 + SQLAlchemy + pandas (a virtualenv), and node-postgres (npm).
+# check, Python's psycopg 3 + SQLAlchemy + pandas (a virtualenv), node-postgres (npm), and
+# openssl for the TLS test's certificate.
 # Everything but the Debian packages goes to $EDDY_TOOLS_DIR/clients, outside the clone, and
 # is reused when present (a cold install takes a couple of minutes).
 set -euo pipefail
