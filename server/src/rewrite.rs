@@ -32,13 +32,22 @@ const AGGREGATES: &[&str] = &[
     "last_value",
 ];
 
-/// Rewrites one statement for DataFusion; Eddy's own statements pass unchanged.
+/// Rewrites one query for DataFusion; other statements pass unchanged.
 pub fn rewrite_for_datafusion(parsed: ParsedStatement) -> ParsedStatement {
     thread_local! {
         static PARSER: PostgresCompatibilityParser = PostgresCompatibilityParser::new();
     }
-    let EddyStatement::Sql(statement) = parsed.statement else {
-        return parsed;
+    // Only queries: catalog reads are SELECTs, and a large INSERT should not be parsed twice.
+    let statement = match parsed.statement {
+        EddyStatement::Sql(statement) if matches!(statement.as_ref(), Statement::Query(_)) => {
+            statement
+        }
+        other => {
+            return ParsedStatement {
+                sql: parsed.sql,
+                statement: other,
+            }
+        }
     };
     let mut statement = PARSER.with(|parser| match parser.parse(&parsed.sql) {
         // Reparsing applies the whole-query replacements too; keep Eddy's own parse if the
