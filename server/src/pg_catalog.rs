@@ -238,28 +238,8 @@ impl DerivedTable {
             return Ok(vec![]);
         };
         let plan = classes.scan(state, None, &[], None).await?;
-        let mut keys = Vec::new();
-        for batch in collect(plan, state.task_ctx()).await? {
-            let oids = column(&batch, "oid")?.as_primitive::<Int32Type>();
-            let names = column(&batch, "relname")?.as_string::<i32>();
-            let namespaces = column(&batch, "relnamespace")?.as_primitive::<Int32Type>();
-            for i in 0..batch.num_rows() {
-                if schemas.get(&namespaces.value(i)).map(String::as_str) != Some(SCHEMA) {
-                    continue;
-                }
-                if let Some(Object::Table(def)) = objects.get(names.value(i)) {
-                    if let TableKey::PrimaryKey(columns) = &def.key {
-                        keys.push(PrimaryKey {
-                            table_oid: oids.value(i),
-                            namespace_oid: namespaces.value(i),
-                            table: names.value(i).to_string(),
-                            columns: columns.iter().map(|&c| c as i16 + 1).collect(),
-                        });
-                    }
-                }
-            }
-        }
-        Ok(keys)
+        let batches = collect(plan, state.task_ctx()).await?;
+        keys_in(&batches, &schemas, objects)
     }
 
     async fn rows(&self, state: &dyn Session) -> Result<Vec<RecordBatch>> {
@@ -273,11 +253,20 @@ impl DerivedTable {
             }
             Derived::Class => {
                 let schemas = self.namespaces(state).await?;
+                let keys = keys_in(&batches, &schemas, &objects)?;
+                let indexed: Vec<i32> = keys.iter().map(|k| k.table_oid).collect();
                 let mut relations = HashMap::new();
-                let batches = batches
+                let mut batches = batches
                     .iter()
-                    .map(|batch| fix_relkind(batch, &objects, &schemas, &mut relations))
+                    .map(|batch| fix_relkind(batch, &objects, &schemas, &indexed, &mut relations))
                     .collect::<Result<Vec<_>>>()?;
+                batches.push(crate::pg_keys::index_relations(&self.schema, &keys)?);
+                for key in &keys {
+                    relations.insert(
+                        crate::pg_keys::index_oid(key.table_oid),
+                        (SCHEMA.to_string(), format!("{}_pkey", key.table)),
+                    );
+                }
                 *self.oids.write().unwrap_or_else(|e| e.into_inner()) = relations;
                 Ok(batches)
             }
@@ -290,10 +279,41 @@ impl DerivedTable {
     }
 }
 
+/// The primary keys of Eddy's tables among the crate's `pg_class` rows.
+fn keys_in(
+    batches: &[RecordBatch],
+    schemas: &HashMap<i32, String>,
+    objects: &HashMap<String, Object>,
+) -> Result<Vec<PrimaryKey>> {
+    let mut keys = Vec::new();
+    for batch in batches {
+        let oids = column(batch, "oid")?.as_primitive::<Int32Type>();
+        let names = column(batch, "relname")?.as_string::<i32>();
+        let namespaces = column(batch, "relnamespace")?.as_primitive::<Int32Type>();
+        for i in 0..batch.num_rows() {
+            if schemas.get(&namespaces.value(i)).map(String::as_str) != Some(SCHEMA) {
+                continue;
+            }
+            if let Some(Object::Table(def)) = objects.get(names.value(i)) {
+                if let TableKey::PrimaryKey(columns) = &def.key {
+                    keys.push(PrimaryKey {
+                        table_oid: oids.value(i),
+                        namespace_oid: namespaces.value(i),
+                        table: names.value(i).to_string(),
+                        columns: columns.iter().map(|&c| c as i16 + 1).collect(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(keys)
+}
+
 fn fix_relkind(
     batch: &RecordBatch,
     objects: &HashMap<String, Object>,
     schemas: &HashMap<i32, String>,
+    indexed: &[i32],
     relations: &mut HashMap<i32, (String, String)>,
 ) -> Result<RecordBatch> {
     let names = column(batch, "relname")?.as_string::<i32>();
@@ -316,6 +336,11 @@ fn fix_relkind(
         relations.insert(oids.value(i), (schema, name.to_string()));
     }
     let batch = replace_column(batch, "relkind", Arc::new(StringArray::from(fixed)))?;
+    // A table with a primary key has its index (psql lists indexes only then).
+    let has_index: BooleanArray = (0..batch.num_rows())
+        .map(|i| Some(indexed.contains(&oids.value(i))))
+        .collect();
+    let batch = replace_column(&batch, "relhasindex", Arc::new(has_index))?;
     // No storage options on any relation.
     let mut columns = batch.columns().to_vec();
     columns.push(new_null_array(&reloptions_type(), batch.num_rows()));
@@ -329,9 +354,14 @@ fn reloptions_type() -> DataType {
     DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true)))
 }
 
-/// `pg_class` with `reloptions` (text[]), which drivers read and the crate lacks.
+/// `pg_class` with `reloptions` (text[]), which drivers read and the crate lacks; every column
+/// nullable (index rows leave some empty).
 fn with_reloptions(schema: &SchemaRef) -> SchemaRef {
-    let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+    let mut fields: Vec<_> = schema
+        .fields()
+        .iter()
+        .map(|f| Arc::new(f.as_ref().clone().with_nullable(true)))
+        .collect();
     fields.push(Arc::new(Field::new("reloptions", reloptions_type(), true)));
     Arc::new(datafusion::arrow::datatypes::Schema::new(fields))
 }

@@ -211,6 +211,8 @@ pub(crate) fn register(
     ));
     let viewdef_db = db.clone();
     let visible_oids = oids.clone();
+    let key_oids_for_index = oids.clone();
+    let key_oids_for_constraint = oids.clone();
     let viewdef = move |args: &[ArrayRef], rows: usize| -> Result<ArrayRef> {
         let Some(db) = viewdef_db.upgrade() else {
             return Ok(texts(rows, |_| None));
@@ -301,12 +303,42 @@ pub(crate) fn register(
             |_, rows| Ok(Arc::new(BooleanArray::from(vec![true; rows])) as ArrayRef),
         ));
     }
-    // Eddy keeps no per-column defaults, indexes or sequences.
+    // Primary keys' indexes and constraints, by the OIDs `pg_class`/`pg_constraint` give them.
+    let key_db = db.clone();
+    let key_oids = key_oids_for_index;
     ctx.register_udf(function(
         "pg_get_indexdef",
         &[vec![Int32], vec![Int32, Int32, Boolean]],
         Utf8,
-        no_comment,
+        move |args, rows| {
+            Ok(texts(rows, |i| {
+                let oid = int_arg(&args[0], i)? as i32;
+                let (schema, table, columns) =
+                    primary_key(&key_db, &key_oids, oid - crate::pg_keys::index_oid(0))?;
+                match args.get(1).and_then(|a| int_arg(a, i)).unwrap_or(0) {
+                    0 => Some(format!(
+                        "CREATE UNIQUE INDEX {table}_pkey ON {schema}.{table} USING btree ({})",
+                        columns.join(", ")
+                    )),
+                    n => columns.get(usize::try_from(n - 1).ok()?).cloned(),
+                }
+            }))
+        },
+    ));
+    let key_db = db.clone();
+    let key_oids = key_oids_for_constraint;
+    ctx.register_udf(function(
+        "pg_get_constraintdef",
+        &[vec![Int32], vec![Int32, Boolean]],
+        Utf8,
+        move |args, rows| {
+            Ok(texts(rows, |i| {
+                let oid = int_arg(&args[0], i)? as i32;
+                let (_, _, columns) =
+                    primary_key(&key_db, &key_oids, oid - crate::pg_keys::constraint_oid(0))?;
+                Some(format!("PRIMARY KEY ({})", columns.join(", ")))
+            }))
+        },
     ));
     ctx.register_udf(function(
         "pg_get_serial_sequence",
@@ -314,6 +346,33 @@ pub(crate) fn register(
         Utf8,
         no_comment,
     ));
+}
+
+/// The schema, name and key columns of the table with this OID, if it has a primary key.
+fn primary_key(
+    db: &Weak<Database>,
+    oids: &RelationOids,
+    table_oid: i32,
+) -> Option<(String, String, Vec<String>)> {
+    let (schema, table) = oids
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&table_oid)
+        .cloned()?;
+    match db.upgrade()?.object(&table)? {
+        crate::database::Object::Table(def) => match &def.key {
+            eddy_executor::TableKey::PrimaryKey(columns) => Some((
+                schema,
+                table,
+                columns
+                    .iter()
+                    .map(|&c| def.schema.field(c).name().clone())
+                    .collect(),
+            )),
+            eddy_executor::TableKey::RowId => None,
+        },
+        _ => None,
+    }
 }
 
 /// The `pg_type` name of an SQL type name.

@@ -12,6 +12,7 @@ use datafusion::common::ScalarValue;
 use datafusion::error::Result;
 
 /// Eddy's primary keys: table OID, table name, key column numbers (from 1).
+#[derive(Clone, Debug)]
 pub(crate) struct PrimaryKey {
     pub table_oid: i32,
     pub namespace_oid: i32,
@@ -226,25 +227,85 @@ fn rows_batch(
                     key_array(element, keys.iter().map(|k| Some(vec![0; k.columns.len()])))
                 };
             }
-            let null = ScalarValue::try_from(field.data_type())?;
-            let values = rows.iter().map(|row| {
-                row.get(field.name().as_str())
-                    .cloned()
-                    .unwrap_or_else(|| null.clone())
-            });
-            if rows.is_empty() {
-                return Ok(datafusion::arrow::array::new_empty_array(field.data_type()));
-            }
-            let array = ScalarValue::iter_to_array(values)?;
-            Ok(if array.data_type() == field.data_type() {
-                array
-            } else {
-                datafusion::arrow::compute::cast(&array, field.data_type())?
-            })
+            named_column(field, rows)
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
+
+/// One column of rows given as named cells (NULL where a row has none).
+fn named_column(field: &Field, rows: &[HashMap<&str, ScalarValue>]) -> Result<ArrayRef> {
+    if rows.is_empty() {
+        return Ok(datafusion::arrow::array::new_empty_array(field.data_type()));
+    }
+    let null = ScalarValue::try_from(field.data_type())?;
+    let values = rows.iter().map(|row| {
+        row.get(field.name().as_str())
+            .cloned()
+            .unwrap_or_else(|| null.clone())
+    });
+    let array = ScalarValue::iter_to_array(values)?;
+    Ok(if array.data_type() == field.data_type() {
+        array
+    } else {
+        datafusion::arrow::compute::cast(&array, field.data_type())?
+    })
+}
+
+/// `pg_class` rows for the keys' indexes (`<table>_pkey`, a btree).
+pub(crate) fn index_relations(schema: &SchemaRef, keys: &[PrimaryKey]) -> Result<RecordBatch> {
+    let text = |s: &str| ScalarValue::Utf8(Some(s.to_string()));
+    let int = |v: i32| ScalarValue::Int32(Some(v));
+    let rows: Vec<HashMap<&str, ScalarValue>> = keys
+        .iter()
+        .map(|k| {
+            let mut row = HashMap::from([
+                ("oid", int(index_oid(k.table_oid))),
+                ("relname", text(&format!("{}_pkey", k.table))),
+                ("relnamespace", int(k.namespace_oid)),
+                ("reltype", int(0)),
+                ("relowner", int(10)),
+                ("relam", int(BTREE_OID)),
+                ("relfilenode", int(index_oid(k.table_oid))),
+                ("reltablespace", int(0)),
+                ("relpages", int(1)),
+                ("reltuples", ScalarValue::Float64(Some(0.0))),
+                ("relallvisible", int(0)),
+                ("reltoastrelid", int(0)),
+                ("relpersistence", text("p")),
+                ("relkind", text("i")),
+                ("relnatts", ScalarValue::Int16(Some(k.columns.len() as i16))),
+                ("relchecks", ScalarValue::Int16(Some(0))),
+                ("relreplident", text("n")),
+                ("relfrozenxid", int(0)),
+                ("relminmxid", int(0)),
+                ("relispopulated", ScalarValue::Boolean(Some(true))),
+            ]);
+            for flag in [
+                "relhasindex",
+                "relisshared",
+                "relhasrules",
+                "relhastriggers",
+                "relhassubclass",
+                "relrowsecurity",
+                "relforcerowsecurity",
+                "relispartition",
+            ] {
+                row.insert(flag, ScalarValue::Boolean(Some(false)));
+            }
+            row
+        })
+        .collect();
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|field| named_column(field, &rows))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
+/// The OID of the btree access method in `pg_am`.
+const BTREE_OID: i32 = 403;
 
 #[cfg(test)]
 mod tests {

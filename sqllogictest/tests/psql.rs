@@ -99,14 +99,21 @@ async fn psql_meta_commands_list_eddys_objects() {
 
     let table = psql(&eddy, &psql_bin, r"\d readings");
     assert_eq!(
-        lines(&table)[..5],
+        lines(&table)[..7],
         [
             "Table \"public.readings\"",
             "Column|Type|Collation|Nullable|Default",
             "sensor|integer||not null|",
             "value|double precision|||",
             "ts|timestamp without time zone|||",
+            "Indexes:",
+            "    \"readings_pkey\" PRIMARY KEY, btree (sensor)",
         ]
+    );
+    let indexes = psql(&eddy, &psql_bin, r"\di");
+    assert!(
+        indexes.contains("public|readings_pkey|index|postgres|readings"),
+        "{indexes}"
     );
     let view = psql(&eddy, &psql_bin, r"\d per_sensor");
     assert_eq!(
