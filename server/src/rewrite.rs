@@ -6,8 +6,8 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, BinaryOperator, CaseWhen, Expr, FunctionArguments, Query, Select,
-    SelectItem, SetExpr, Statement, TableFactor, Value,
+    visit_expressions_mut, AccessExpr, BinaryOperator, CaseWhen, Expr, FunctionArguments, Query,
+    Select, SelectItem, SetExpr, Statement, TableFactor, Value, VisitMut, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -58,6 +58,9 @@ pub fn rewrite_for_datafusion(parsed: ParsedStatement) -> ParsedStatement {
     aggregate_scalar_subqueries(&mut statement);
     replace_generate_subscripts(&mut statement);
     backslash_like_escapes(&mut statement);
+    if parsed.sql.to_ascii_lowercase().contains("_pg_expandarray") {
+        let _ = statement.visit(&mut ExpandArray);
+    }
     ParsedStatement {
         sql: parsed.sql,
         statement: EddyStatement::Sql(Box::new(statement)),
@@ -160,6 +163,69 @@ fn backslash_like_escapes(statement: &mut Statement) {
         }
         ControlFlow::<()>::Continue(())
     });
+}
+
+/// `information_schema._pg_expandarray(a)`, a set-returning function of `(x, n)` records
+/// (JDBC's `getPrimaryKeys` reads key columns with it): `(f(a)).n` becomes
+/// `unnest(generate_series(1, array_length(a)))`, `f(a)` and `(f(a)).x` become `unnest(a)`, and
+/// `(alias.keys).x` becomes `alias.keys` (the unnested element). Side by side in a select list
+/// the unnests advance together, like the records would.
+struct ExpandArray;
+
+fn expand_array_argument(expr: &Expr) -> Option<String> {
+    let Expr::Function(function) = expr else {
+        return None;
+    };
+    let named = function
+        .name
+        .0
+        .last()
+        .is_some_and(|n| n.to_string().eq_ignore_ascii_case("_pg_expandarray"));
+    match (&function.args, named) {
+        (FunctionArguments::List(list), true) if list.args.len() == 1 => {
+            Some(list.args[0].to_string())
+        }
+        _ => None,
+    }
+}
+
+fn parse_expr(text: &str) -> Option<Expr> {
+    Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(text)
+        .and_then(|mut parser| parser.parse_expr())
+        .ok()
+}
+
+impl VisitorMut for ExpandArray {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        let replacement = match &*expr {
+            Expr::CompoundFieldAccess { root, access_chain } if access_chain.len() == 1 => {
+                let field = match &access_chain[0] {
+                    AccessExpr::Dot(Expr::Identifier(field)) => field.value.to_ascii_lowercase(),
+                    _ => return ControlFlow::Continue(()),
+                };
+                let inner = match root.as_ref() {
+                    Expr::Nested(inner) => inner.as_ref(),
+                    other => other,
+                };
+                match (expand_array_argument(inner), field.as_str(), inner) {
+                    (Some(array), "n", _) => parse_expr(&format!(
+                        "unnest(generate_series(1, array_length({array})))"
+                    )),
+                    (Some(array), "x", _) => parse_expr(&format!("unnest({array})")),
+                    (None, "x", Expr::CompoundIdentifier(_)) => Some(inner.clone()),
+                    _ => None,
+                }
+            }
+            other => expand_array_argument(other).and_then(|a| parse_expr(&format!("unnest({a})"))),
+        };
+        if let Some(replacement) = replacement {
+            *expr = replacement;
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 /// Catalog tables that are always empty in Eddy: no sequences, column defaults, triggers,
@@ -368,6 +434,25 @@ mod tests {
             .unwrap();
         aggregate_scalar_subqueries(&mut statement);
         statement.to_string()
+    }
+
+    #[test]
+    fn expandarray_records_become_unnests() {
+        let mut statement = Parser::new(&PostgreSqlDialect {})
+            .try_with_sql(
+                "SELECT r.n FROM (SELECT (information_schema._pg_expandarray(i.indkey)).n AS n, \
+                 information_schema._pg_expandarray(i.indkey) AS keys, a.attnum AS a \
+                 FROM i, a) r WHERE r.a = (r.keys).x",
+            )
+            .unwrap()
+            .parse_statement()
+            .unwrap();
+        let _ = statement.visit(&mut ExpandArray);
+        assert_eq!(
+            statement.to_string(),
+            "SELECT r.n FROM (SELECT unnest(generate_series(1, array_length(i.indkey))) AS n, \
+             unnest(i.indkey) AS keys, a.attnum AS a FROM i, a) r WHERE r.a = r.keys"
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
 // The PostgreSQL JDBC driver against a running eddy: DatabaseMetaData (getTables,
-// getColumns) as BI tools browse a schema, and a PreparedStatement.
+// getColumns, getPrimaryKeys) as BI tools browse a schema, and a PreparedStatement.
 // Run by sqllogictest/tests/clients.rs as `java -cp postgresql.jar JdbcCheck.java` with
 // EDDY_PORT set; exits non-zero on any mismatch.
 
@@ -80,6 +80,13 @@ public class JdbcCheck {
                 }
             }
             check("getColumns", columns, List.of("id int8 0", "symbol text 1", "qty int4 1", "px float8 1"));
+            List<String> keys = new ArrayList<>();
+            try (ResultSet rs = meta.getPrimaryKeys(null, "public", "trades")) {
+                while (rs.next()) {
+                    keys.add(rs.getString("COLUMN_NAME") + " " + rs.getInt("KEY_SEQ") + " " + rs.getString("PK_NAME"));
+                }
+            }
+            check("getPrimaryKeys", keys, List.of("id 1 trades_pkey"));
         }
         System.out.println("java clients: all checks passed");
     }
