@@ -340,6 +340,19 @@ pub(crate) fn register(
             }))
         },
     ));
+    // Eddy has no functions of its own in pg_proc; the builtins' signatures are not kept.
+    for name in [
+        "pg_get_function_result",
+        "pg_get_function_arguments",
+        "pg_get_function_identity_arguments",
+    ] {
+        ctx.register_udf(function(
+            name,
+            &[vec![Int32], vec![Int64]],
+            Utf8,
+            no_comment,
+        ));
+    }
     ctx.register_udf(function(
         "pg_get_serial_sequence",
         &[vec![Utf8, Utf8]],
