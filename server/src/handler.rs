@@ -82,6 +82,15 @@ impl EddyHandler {
                 };
             }
         }
+        let substituted;
+        let parsed = if parsed.sql.to_ascii_lowercase().contains("current_setting") {
+            substituted = crate::rewrite::with_session_settings(parsed, |name| {
+                session::setting(client.metadata(), name)
+            });
+            &substituted
+        } else {
+            parsed
+        };
         let options = session::format_options(client.metadata());
         let outcome = match session::statement_timeout(client.metadata()) {
             None => self.db.execute(parsed, params).await,

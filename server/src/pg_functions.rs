@@ -147,7 +147,8 @@ pub(crate) fn register(
     ctx.register_udf(function("version", &[], Utf8, |_, rows| {
         Ok(texts(rows, |_| Some(version_string())))
     }));
-    // Settings as the server starts with them (SET changes only the connection's copy).
+    // The server's defaults: a literal name is replaced by the connection's value before
+    // planning (`rewrite::with_session_settings`); this answers computed names.
     ctx.register_udf(function(
         "current_setting",
         &[vec![Utf8], vec![Utf8, Boolean]],

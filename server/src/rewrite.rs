@@ -99,6 +99,43 @@ fn aggregate_scalar_subqueries(statement: &mut Statement) {
     });
 }
 
+/// `current_setting('name')` with the connection's value of the setting, as a literal: the
+/// SQL functions see only the server's defaults, the connection's `SET`s live here.
+pub fn with_session_settings(
+    parsed: &ParsedStatement,
+    setting: impl Fn(&str) -> Option<String>,
+) -> ParsedStatement {
+    let mut parsed = parsed.clone();
+    if let EddyStatement::Sql(statement) = &mut parsed.statement {
+        let _ = visit_expressions_mut(statement.as_mut(), |expr| {
+            if let Expr::Function(function) = expr {
+                let is_it = function
+                    .name
+                    .0
+                    .last()
+                    .is_some_and(|n| n.to_string().eq_ignore_ascii_case("current_setting"));
+                let name = match &function.args {
+                    FunctionArguments::List(list) if is_it && !list.args.is_empty() => {
+                        match parse_expr(&list.args[0].to_string()) {
+                            Some(Expr::Value(v)) => match v.value {
+                                Value::SingleQuotedString(name) => Some(name),
+                                _ => None,
+                            },
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                if let Some(value) = name.and_then(|name| setting(&name)) {
+                    *expr = Expr::Value(Value::SingleQuotedString(value).into());
+                }
+            }
+            ControlFlow::<()>::Continue(())
+        });
+    }
+    parsed
+}
+
 /// `generate_subscripts(a, 1)`, a set-returning function DataFusion lacks, as
 /// `unnest(generate_series(1, array_length(a)))`: next to `unnest(a)` in a select list both
 /// yield one row per element, in step (SQLAlchemy's key reflection pairs them so).

@@ -76,6 +76,9 @@ async fn set_show_reset_the_settings_drivers_use() {
         .await
         .unwrap();
     assert_eq!(show(&client, "application_name").await, "x");
+    // current_setting() reads the connection's value too.
+    let row = first_row(&client, "SELECT current_setting('application_name')").await;
+    assert_eq!(row[0].as_deref(), Some("x"));
     client.batch_execute("RESET ALL").await.unwrap();
     assert_eq!(show(&client, "application_name").await, "");
 
