@@ -396,7 +396,10 @@ fn matviews(schema: SchemaRef, db: &Weak<Database>) -> Result<RecordBatch> {
                 .stats()
                 .views
                 .iter()
-                .map(|v| (v.name.clone(), v.sql.clone()))
+                .map(|v| {
+                    let query = crate::pg_functions::view_query(&v.sql);
+                    (v.name.clone(), query.unwrap_or_else(|| v.sql.clone()))
+                })
                 .collect()
         })
         .unwrap_or_default();
