@@ -9,8 +9,7 @@ use async_trait::async_trait;
 use datafusion::arrow::array::{
     new_null_array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray,
 };
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
-use datafusion::arrow::datatypes::{Int32Type, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Int32Type, SchemaRef};
 use datafusion::catalog::{MemTable, SchemaProvider, Session, TableProvider};
 use datafusion::common::ScalarValue;
 use datafusion::datasource::TableType;
