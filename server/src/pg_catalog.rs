@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use datafusion::arrow::array::{
     new_null_array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray,
 };
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Int32Type, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Int32Type, SchemaRef, TimeUnit};
 use datafusion::catalog::{MemTable, SchemaProvider, Session, TableProvider};
 use datafusion::common::ScalarValue;
 use datafusion::datasource::TableType;
@@ -18,7 +18,7 @@ use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::logical_expr::planner::TypePlanner;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::{collect, ExecutionPlan};
-use datafusion::sql::sqlparser::ast::DataType as SqlDataType;
+use datafusion::sql::sqlparser::ast::{DataType as SqlDataType, TimezoneInfo};
 use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
 use datafusion_pg_catalog::pg_catalog::oid_type_planner::PgOidTypePlanner;
 use datafusion_pg_catalog::pg_catalog::PgCatalogStaticTables;
@@ -103,6 +103,16 @@ impl TypePlanner for EddyTypePlanner {
         match sql_type {
             SqlDataType::JSON | SqlDataType::JSONB => {
                 Ok(Some(Arc::new(Field::new("", DataType::Utf8, true))))
+            }
+            // TIMESTAMPTZ: an instant, kept in UTC (DataFusion would drop the zone).
+            SqlDataType::Timestamp(precision, TimezoneInfo::WithTimeZone | TimezoneInfo::Tz)
+                if precision.is_none_or(|p| p == 6) =>
+            {
+                Ok(Some(Arc::new(Field::new(
+                    "",
+                    DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
+                    true,
+                ))))
             }
             other => PgOidTypePlanner.plan_type_field(other),
         }

@@ -49,10 +49,13 @@ def psycopg_with_parameters():
         # Every scalar type, decoded by psycopg from binary and from text results.
         all_types = """SELECT 1::int2, 2::int4, 3::int8, 1.5::float4, 2.25::float8,
             12.345::numeric(10,3), true, 'x'::text, TIMESTAMP '2026-01-02 03:04:05.5',
+            TIMESTAMPTZ '2026-01-02 05:04:05+02',
             DATE '2026-01-02', TIME '03:04:05', INTERVAL '1 day 2 hours',
             decode('deadbeef', 'hex'), ARRAY[1, 2, 3], ARRAY['a', 'b c']"""
         expected = (1, 2, 3, 1.5, 2.25, decimal.Decimal("12.345"), True, "x",
-                    datetime.datetime(2026, 1, 2, 3, 4, 5, 500000), datetime.date(2026, 1, 2),
+                    datetime.datetime(2026, 1, 2, 3, 4, 5, 500000),
+                    datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc),
+                    datetime.date(2026, 1, 2),
                     datetime.time(3, 4, 5), datetime.timedelta(days=1, hours=2),
                     b"\xde\xad\xbe\xef", [1, 2, 3], ["a", "b c"])
         for binary in (True, False):

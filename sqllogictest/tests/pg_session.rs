@@ -258,7 +258,7 @@ async fn every_type_in_text_and_binary_results() {
             "x",
             "y",
             "2026-01-02 03:04:05.500000",
-            "2026-01-02 03:04:05.000000",
+            "2026-01-02 03:04:05.000000+00",
             "2026-01-02",
             "03:04:05.000000",
             "1 day 02:00:00",
@@ -310,8 +310,7 @@ async fn every_type_in_text_and_binary_results() {
             "text",
             "text",
             "timestamp",
-            // Eddy's timestamps carry no zone (UTC): TIMESTAMPTZ reads as TIMESTAMP.
-            "timestamp",
+            "timestamptz",
             "date",
             "time",
             "interval",
