@@ -4,9 +4,11 @@
 //!
 //! - [`auth`]: trust, or SCRAM-SHA-256 with a password; TLS.
 //! - [`handler`]: pgwire handlers (simple and extended query protocol).
+//! - [`rewrite`]: client SQL DataFusion cannot plan as written, made plannable.
 //! - [`session`]: a connection's settings (SET, SHOW, RESET).
 //! - [`copy`]: `COPY ... TO STDOUT`.
-//! - [`pg_catalog`] and [`pg_functions`]: what drivers and BI tools read about the database.
+//! - [`pg_catalog`], [`pg_keys`], [`pg_functions`] and [`information_schema`]: what drivers
+//!   and BI tools read about the database.
 //! - [`database`]: statement dispatch — DDL and DML to the engine, queries to DataFusion.
 //! - [`sources`]: CREATE SOURCE and connector-fed tables.
 //! - [`provider`]: committed rows as DataFusion tables.
