@@ -7,8 +7,8 @@
 //! - [`rewrite`]: client SQL DataFusion cannot plan as written, made plannable.
 //! - [`session`]: a connection's settings (SET, SHOW, RESET).
 //! - [`copy`]: `COPY ... TO STDOUT`.
-//! - [`pg_catalog`], [`pg_keys`], [`pg_functions`] and [`information_schema`]: what drivers
-//!   and BI tools read about the database.
+//! - [`pg_catalog`], [`pg_keys`], [`pg_functions`], [`pg_text_functions`] and
+//!   [`information_schema`]: what drivers and BI tools read about the database.
 //! - [`database`]: statement dispatch — DDL and DML to the engine, queries to DataFusion.
 //! - [`sources`]: CREATE SOURCE and connector-fed tables.
 //! - [`provider`]: committed rows as DataFusion tables.
@@ -24,6 +24,7 @@ pub mod information_schema;
 pub mod pg_catalog;
 pub mod pg_functions;
 pub mod pg_keys;
+pub mod pg_text_functions;
 pub mod provider;
 pub mod rewrite;
 pub mod session;
