@@ -215,6 +215,7 @@ pub(crate) fn register(
     let visible_oids = oids.clone();
     let key_oids_for_index = oids.clone();
     let key_oids_for_constraint = oids.clone();
+    let regclass_oids = oids.clone();
     let viewdef = move |args: &[ArrayRef], rows: usize| -> Result<ArrayRef> {
         let Some(db) = viewdef_db.upgrade() else {
             return Ok(texts(rows, |_| None));
@@ -279,6 +280,37 @@ pub(crate) fn register(
                         let name = text_arg(&args[0], i)?.to_ascii_lowercase();
                         let name = name.trim_start_matches("pg_catalog.");
                         type_oids.get(type_alias(name)).copied()
+                    })
+                    .collect::<Int32Array>(),
+            ) as ArrayRef)
+        },
+    ));
+    // Eddy stores no expression trees (defaults, index predicates): NULL in, NULL out, as in
+    // Postgres (tools test `pg_get_expr(indpred, indrelid) IS NULL`).
+    ctx.register_udf(function(
+        "pg_get_expr",
+        &[vec![Utf8, Int32], vec![Utf8, Int32, Boolean]],
+        Utf8,
+        |args, rows| Ok(texts(rows, |i| text_arg(&args[0], i))),
+    ));
+    // A relation's OID by (optionally qualified, optionally quoted) name; NULL when unknown.
+    ctx.register_udf(function(
+        "to_regclass",
+        &[vec![Utf8]],
+        Int32,
+        move |args, rows| {
+            let relations = regclass_oids.read().unwrap_or_else(|e| e.into_inner());
+            Ok(Arc::new(
+                (0..rows)
+                    .map(|i| {
+                        let name = text_arg(&args[0], i)?;
+                        let (schema, table) = split_relation_name(&name);
+                        relations
+                            .iter()
+                            .find(|(_, (s, t))| {
+                                *t == table && schema.as_ref().is_none_or(|schema| schema == s)
+                            })
+                            .map(|(oid, _)| *oid)
                     })
                     .collect::<Int32Array>(),
             ) as ArrayRef)
@@ -385,6 +417,21 @@ fn primary_key(
     }
 }
 
+/// `schema.table`, `"Schema"."Table"` or `table` as (schema, table), unquoted.
+fn split_relation_name(name: &str) -> (Option<String>, String) {
+    let unquote = |part: &str| -> String {
+        let part = part.trim();
+        match part.strip_prefix('"').and_then(|p| p.strip_suffix('"')) {
+            Some(quoted) => quoted.replace("\"\"", "\""),
+            None => part.to_ascii_lowercase(),
+        }
+    };
+    match name.split_once('.') {
+        Some((schema, table)) => (Some(unquote(schema)), unquote(table)),
+        None => (None, unquote(name)),
+    }
+}
+
 /// The `pg_type` name of an SQL type name.
 fn type_alias(name: &str) -> &str {
     match name {
@@ -424,6 +471,15 @@ mod tests {
                 .unwrap();
         assert_eq!(query, " SELECT a, count(*) FROM t GROUP BY a;");
         assert_eq!(view_query("CREATE TABLE t (a INT)"), None);
+    }
+
+    #[test]
+    fn relation_names_split_and_unquote() {
+        assert_eq!(
+            split_relation_name("\"public\".\"My T\""),
+            (Some("public".into()), "My T".into())
+        );
+        assert_eq!(split_relation_name("Readings"), (None, "readings".into()));
     }
 
     #[test]

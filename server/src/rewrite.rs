@@ -58,6 +58,7 @@ pub fn rewrite_for_datafusion(parsed: ParsedStatement) -> ParsedStatement {
     aggregate_scalar_subqueries(&mut statement);
     replace_generate_subscripts(&mut statement);
     backslash_like_escapes(&mut statement);
+    computed_regclass_casts(&mut statement);
     if parsed.sql.to_ascii_lowercase().contains("_pg_expandarray") {
         let _ = statement.visit(&mut ExpandArray);
     }
@@ -134,6 +135,38 @@ pub fn with_session_settings(
         });
     }
     parsed
+}
+
+/// `CAST(format('%I.%I', s, t) AS regclass)`: a name computed in the query (the crate
+/// resolves literal names only) is looked up with `to_regclass`, NULL when unknown.
+fn computed_regclass_casts(statement: &mut Statement) {
+    let _ = visit_expressions_mut(statement, |expr| {
+        if let Expr::Cast {
+            expr: operand,
+            data_type,
+            ..
+        } = expr
+        {
+            let regclass = data_type.to_string().to_ascii_lowercase();
+            let computed_text = match operand.as_ref() {
+                Expr::Function(f) => f.name.0.last().is_some_and(|n| {
+                    let n = n.to_string().to_ascii_lowercase();
+                    ["format", "concat", "quote_ident", "lower", "upper"].contains(&n.as_str())
+                }),
+                Expr::BinaryOp {
+                    op: BinaryOperator::StringConcat,
+                    ..
+                } => true,
+                _ => false,
+            };
+            if computed_text && regclass.trim_start_matches("pg_catalog.") == "regclass" {
+                if let Some(lookup) = parse_expr(&format!("to_regclass({operand})")) {
+                    *expr = lookup;
+                }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
 }
 
 /// `generate_subscripts(a, 1)`, a set-returning function DataFusion lacks, as
@@ -500,6 +533,7 @@ mod tests {
             .parse_statement()
             .unwrap();
         backslash_like_escapes(&mut statement);
+        computed_regclass_casts(&mut statement);
         let text = statement.to_string();
         assert!(!text.contains("ESCAPE"), "{text}");
         assert!(text.contains("'/_', '\\_'"), "{text}");

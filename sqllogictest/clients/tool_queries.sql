@@ -98,6 +98,7 @@ SELECT c.column_name AS name,
             ELSE format('"%s"."%s"', c.udt_schema, c.udt_name) END AS "database-type",
        c.ordinal_position - 1 AS "database-position", c.table_schema AS "table-schema",
        c.table_name AS "table-name", pk.column_name IS NOT NULL AS "pk?",
+       col_description(CAST(CAST(format('%I.%I', CAST(c.table_schema AS TEXT), CAST(c.table_name AS TEXT)) AS REGCLASS) AS OID), c.ordinal_position) AS "field-comment",
        (c.column_default IS NULL OR lower(c.column_default) = 'null') AND c.is_nullable = 'NO'
          AND NOT ((c.column_default IS NOT NULL AND c.column_default LIKE '%nextval(%') OR c.is_identity <> 'NO')
          AS "database-required"
@@ -139,6 +140,19 @@ INNER JOIN pg_attribute AS pk_column ON c.confrelid = pk_column.attrelid
 WHERE fk_ns.nspname !~ '^information_schema|catalog_history|pg_' AND c.contype = 'f'::char
   AND fk_column.attnum = ANY(c.conkey) AND pk_column.attnum = ANY(c.confkey)
 ORDER BY "fk-table-schema" ASC, "fk-table-name" ASC
+
+-- metabase: indexes (first column of each)
+SELECT tmp."table-schema", tmp."table-name",
+       trim(BOTH '"' FROM pg_catalog.pg_get_indexdef(tmp.ci_oid, tmp.pos, false)) AS "field-name"
+FROM (SELECT n.nspname AS "table-schema", ct.relname AS "table-name", ci.oid AS ci_oid,
+             (information_schema._pg_expandarray(i.indkey)).n AS pos
+      FROM pg_catalog.pg_class AS ct
+      INNER JOIN pg_catalog.pg_namespace AS n ON ct.relnamespace = n.oid
+      INNER JOIN pg_catalog.pg_index AS i ON ct.oid = i.indrelid
+      INNER JOIN pg_catalog.pg_class AS ci ON ci.oid = i.indexrelid
+      WHERE (pg_catalog.pg_get_expr(i.indpred, i.indrelid) IS NULL)
+        AND n.nspname !~ '^information_schema|catalog_history|pg_' AND n.nspname IN ('public')) AS tmp
+WHERE tmp.pos = 1
 
 -- superset: databases (catalogs)
 SELECT datname FROM pg_database WHERE datistemplate = false

@@ -428,7 +428,7 @@ async fn catalog_functions_and_information_schema() {
             "NULL",
             "NULL",
             " SELECT sensor, count(*) AS n FROM readings GROUP BY sensor;",
-            "",
+            "NULL",
         ]
     );
     let types = client

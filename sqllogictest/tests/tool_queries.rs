@@ -96,11 +96,15 @@ async fn bi_tools_catalog_queries_run() {
         ),
         (
             "metabase: fields of tables and views (information_schema part)",
-            &["sensor|int4|0|public|readings|t|t"],
+            &["sensor|int4|0|public|readings|t||t"],
         ),
         (
             "metabase: fields of materialized views (pg_catalog part)",
             &["n|int8|1|public|per_sensor"],
+        ),
+        (
+            "metabase: indexes (first column of each)",
+            &["public|readings|sensor"],
         ),
         ("superset: databases (catalogs)", &["dev"]),
         ("dbeaver: constraints of a table", &["readings_pkey"]),
