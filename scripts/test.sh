@@ -20,6 +20,12 @@ bash scripts/install-kafka-broker.sh
 # KafkaBroker::start_own() (broker-fault tests) runs this same binary.
 export EDDY_TANSU_BIN="$EDDY_TOOLS_DIR/bin/tansu"
 
+# The real Postgres clients the client tests drive (psql, JDBC, psycopg/SQLAlchemy/pandas,
+# node-postgres); here a missing one fails its test instead of skipping it.
+echo "==> install the Postgres clients (in $EDDY_TOOLS_DIR/clients)"
+bash scripts/install-clients.sh
+export EDDY_REQUIRE_CLIENTS=1
+
 echo "==> cargo build (debug; CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
 cargo build --workspace --tests --bins
 

@@ -120,6 +120,8 @@ impl Database {
             objects: RwLock::new(BTreeMap::new()),
             window_tables,
         });
+        // Before the restore: stored statements may use the Postgres types it adds (JSONB).
+        crate::pg_catalog::install(&db)?;
         db.restore_catalog().await?;
         Ok(db)
     }

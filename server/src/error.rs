@@ -70,6 +70,27 @@ impl From<ExecError> for ServerError {
     }
 }
 
+impl From<PgWireError> for ServerError {
+    fn from(e: PgWireError) -> Self {
+        match e {
+            PgWireError::UserError(info) => Self::new(
+                sqlstate(&info.code).unwrap_or("XX000"),
+                info.message.clone(),
+            ),
+            other => Self::internal(other.to_string()),
+        }
+    }
+}
+
+/// The SQLSTATE constant matching a code another library reported, if Eddy uses it.
+fn sqlstate(code: &str) -> Option<&'static str> {
+    [
+        "22P02", "22003", "22023", "42601", "0A000", "28P01", "28000",
+    ]
+    .into_iter()
+    .find(|known| *known == code)
+}
+
 impl From<eddy_storage::StorageError> for ServerError {
     fn from(e: eddy_storage::StorageError) -> Self {
         Self::internal(e.to_string())

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch, into_pg_type};
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
+use datafusion::common::ParamValues;
 use datafusion::sql::sqlparser::ast::Statement;
 use eddy_planner::statement::{parse_statements, ParsedStatement};
 use eddy_planner::EddyStatement;
 use futures::{stream, Sink, SinkExt};
-use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::StartupHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
@@ -20,9 +20,13 @@ use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
+use pgwire::types::format::FormatOptions;
 
+use crate::auth::Authentication;
 use crate::database::{Database, Outcome};
 use crate::error::ServerError;
+use crate::rewrite::rewrite_for_datafusion;
+use crate::{copy, session};
 
 /// What `Parse` produces: the statement, and what Describe needs to know about it.
 #[derive(Clone, Debug)]
@@ -48,7 +52,74 @@ impl EddyHandler {
     }
 }
 
-fn to_response(outcome: Outcome, format: &Format) -> PgWireResult<Response> {
+impl EddyHandler {
+    /// Runs one statement: settings and COPY here, the rest in the database (within the
+    /// connection's statement_timeout).
+    async fn run<C>(
+        &self,
+        client: &mut C,
+        parsed: &ParsedStatement,
+        params: Option<ParamValues>,
+        format: &Format,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let error = |e: ServerError| Ok(Response::Error(Box::new(e.into_error_info())));
+        if let EddyStatement::Sql(statement) = &parsed.statement {
+            if session::is_session_statement(statement) {
+                return match session::execute(client.metadata_mut(), statement) {
+                    Ok(outcome) => {
+                        to_response(outcome, format, session::format_options(client.metadata()))
+                    }
+                    Err(e) => error(e),
+                };
+            }
+            if matches!(statement.as_ref(), Statement::Copy { .. }) {
+                return match copy::copy_out(&self.db, statement, client.metadata()).await {
+                    Ok(copy) => Ok(Response::CopyOut(copy)),
+                    Err(e) => error(e),
+                };
+            }
+        }
+        let substituted;
+        let parsed = if parsed.sql.to_ascii_lowercase().contains("current_setting") {
+            substituted = crate::rewrite::with_session_settings(parsed, |name| {
+                session::setting(client.metadata(), name)
+            });
+            &substituted
+        } else {
+            parsed
+        };
+        let options = session::format_options(client.metadata());
+        let outcome = match session::statement_timeout(client.metadata()) {
+            None => self.db.execute(parsed, params).await,
+            Some(limit) => match tokio::time::timeout(limit, self.db.execute(parsed, params)).await
+            {
+                Ok(result) => result,
+                Err(_) => Err(ServerError::new(
+                    "57014",
+                    "canceling statement due to statement timeout",
+                )),
+            },
+        };
+        match outcome {
+            Ok(outcome) => {
+                send_notices(client, &outcome).await?;
+                to_response(outcome, format, options)
+            }
+            Err(e) => error(e),
+        }
+    }
+}
+
+fn to_response(
+    outcome: Outcome,
+    format: &Format,
+    options: Arc<FormatOptions>,
+) -> PgWireResult<Response> {
     match outcome {
         Outcome::Command { tag, rows, .. } => {
             let tag = match (tag.as_str(), rows) {
@@ -60,7 +131,11 @@ fn to_response(outcome: Outcome, format: &Format) -> PgWireResult<Response> {
             Ok(Response::Execution(tag))
         }
         Outcome::Rows { schema, batches } => {
-            let fields = Arc::new(arrow_schema_to_pg_fields(&schema, format, None)?);
+            let fields = Arc::new(arrow_schema_to_pg_fields(
+                &postgres_names(&schema),
+                format,
+                Some(options),
+            )?);
             let rows: Vec<_> = batches
                 .into_iter()
                 .flat_map(|batch| encode_recordbatch(fields.clone(), batch))
@@ -88,6 +163,58 @@ where
     Ok(())
 }
 
+/// Arrow type names DataFusion shows a literal with (`Int64(1)`, `Utf8("x")`).
+const LITERAL_PREFIXES: &[&str] = &[
+    "Int",
+    "UInt",
+    "Float",
+    "Utf8",
+    "LargeUtf8",
+    "Boolean",
+    "Decimal",
+    "Timestamp",
+    "Date",
+    "Time",
+    "Interval",
+    "Binary",
+    "Null",
+    "List",
+];
+
+/// Result column names as Postgres gives them to unnamed expressions: a function call is
+/// named after the function (`count(*)` → `count`), a literal is `?column?`. Other names
+/// (columns, aliases) stay as they are.
+fn postgres_names(schema: &Schema) -> Schema {
+    let rename = |name: &str| -> Option<String> {
+        let open = name.find('(')?;
+        if !name.ends_with(')') || open == 0 {
+            return None;
+        }
+        let function = &name[..open];
+        if !function
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return None;
+        }
+        if LITERAL_PREFIXES.iter().any(|p| function.starts_with(p)) {
+            return Some("?column?".to_string());
+        }
+        Some(function.to_ascii_lowercase())
+    };
+    Schema::new_with_metadata(
+        schema
+            .fields()
+            .iter()
+            .map(|f| match rename(f.name()) {
+                Some(name) => Arc::new(f.as_ref().clone().with_name(name)),
+                None => f.clone(),
+            })
+            .collect::<Vec<_>>(),
+        schema.metadata().clone(),
+    )
+}
+
 #[async_trait]
 impl SimpleQueryHandler for EddyHandler {
     async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
@@ -109,16 +236,15 @@ impl SimpleQueryHandler for EddyHandler {
         }
         let mut responses = Vec::with_capacity(statements.len());
         // Like Postgres, the first failing statement ends the query string.
-        for statement in &statements {
-            match self.db.execute(statement, None).await {
-                Ok(outcome) => {
-                    send_notices(client, &outcome).await?;
-                    responses.push(to_response(outcome, &Format::UnifiedText)?)
-                }
-                Err(e) => {
-                    responses.push(Response::Error(Box::new(e.into_error_info())));
-                    break;
-                }
+        for statement in statements {
+            let statement = rewrite_for_datafusion(statement);
+            let response = self
+                .run(client, &statement, None, &Format::UnifiedText)
+                .await?;
+            let failed = matches!(response, Response::Error(_));
+            responses.push(response);
+            if failed {
+                break;
             }
         }
         Ok(responses)
@@ -154,6 +280,7 @@ impl QueryParser for EddyQueryParser {
         let Some(parsed) = statements.pop() else {
             return Ok(None);
         };
+        let parsed = rewrite_for_datafusion(parsed);
         let (parameter_types, schema) = self
             .describe(&parsed)
             .await
@@ -182,9 +309,11 @@ impl QueryParser for EddyQueryParser {
         format: Option<&Format>,
     ) -> PgWireResult<Vec<FieldInfo>> {
         match &statement.schema {
-            Some(schema) => {
-                arrow_schema_to_pg_fields(schema, format.unwrap_or(&Format::UnifiedBinary), None)
-            }
+            Some(schema) => arrow_schema_to_pg_fields(
+                &postgres_names(schema),
+                format.unwrap_or(&Format::UnifiedBinary),
+                None,
+            ),
             None => Ok(vec![]),
         }
     }
@@ -213,12 +342,15 @@ impl EddyQueryParser {
             }
             _ => return Ok((vec![], None)),
         };
+        if session::is_session_statement(statement) {
+            return Ok((vec![], session::result_schema(statement)));
+        }
         if matches!(
             statement.as_ref(),
             Statement::StartTransaction { .. }
                 | Statement::Commit { .. }
                 | Statement::Rollback { .. }
-                | Statement::Set(_)
+                | Statement::Copy { .. }
         ) {
             return Ok((vec![], None));
         }
@@ -238,6 +370,23 @@ impl EddyQueryParser {
         let mut parameter_types = vec![None; count];
         for (i, t) in positional {
             parameter_types[i - 1] = t;
+        }
+        // `$1::int8`: DataFusion leaves a cast parameter untyped; Postgres types it by the cast.
+        for (i, sql_type) in cast_parameters(statement) {
+            if let Some(slot @ None) = parameter_types.get_mut(i.wrapping_sub(1)) {
+                let expr = self.db.ctx.state().create_logical_expr(
+                    &format!("CAST(NULL AS {sql_type})"),
+                    &datafusion::common::DFSchema::empty(),
+                );
+                if let Ok(expr) = expr {
+                    if let Ok((_, field)) = datafusion::logical_expr::ExprSchemable::to_field(
+                        &expr,
+                        &datafusion::common::DFSchema::empty(),
+                    ) {
+                        *slot = Some(field.data_type().clone());
+                    }
+                }
+            }
         }
         let schema = match &plan {
             datafusion::logical_expr::LogicalPlan::Dml(_) => None,
@@ -281,25 +430,57 @@ impl ExtendedQueryHandler for EddyHandler {
         } else {
             None
         };
-        match self.db.execute(&statement.parsed, params).await {
-            Ok(outcome) => {
-                send_notices(client, &outcome).await?;
-                to_response(outcome, &portal.result_column_format)
-            }
-            Err(e) => Ok(Response::Error(Box::new(e.into_error_info()))),
-        }
+        self.run(
+            client,
+            &statement.parsed,
+            params,
+            &portal.result_column_format,
+        )
+        .await
     }
+}
+
+/// `(n, type)` for each `CAST($n AS type)` (or `$n::type`) in a statement.
+fn cast_parameters(statement: &Statement) -> Vec<(usize, String)> {
+    use datafusion::sql::sqlparser::ast::{visit_expressions, Expr, Value};
+    let mut found = Vec::new();
+    let _ = visit_expressions(statement, |expr| {
+        if let Expr::Cast {
+            expr: inner,
+            data_type,
+            ..
+        } = expr
+        {
+            if let Expr::Value(value) = inner.as_ref() {
+                if let Value::Placeholder(name) = &value.value {
+                    if let Ok(n) = name.trim_start_matches('$').parse::<usize>() {
+                        found.push((n, data_type.to_string()));
+                    }
+                }
+            }
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    found
 }
 
 /// Builds the handlers for each connection.
 pub struct EddyServerHandlers {
     handler: Arc<EddyHandler>,
+    authentication: Authentication,
 }
 
 impl EddyServerHandlers {
+    /// Handlers that trust every client.
     pub fn new(db: Arc<Database>) -> Self {
+        Self::with_authentication(db, Authentication::Trust)
+    }
+
+    /// Handlers with the given authentication.
+    pub fn with_authentication(db: Arc<Database>, authentication: Authentication) -> Self {
         Self {
             handler: Arc::new(EddyHandler::new(db)),
+            authentication,
         }
     }
 }
@@ -314,11 +495,32 @@ impl PgWireServerHandlers for EddyServerHandlers {
     }
 
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
-        Arc::new(EddyStartup)
+        Arc::new(self.authentication.startup())
     }
 }
 
-/// Trust authentication: any user, any database name (tools' defaults just work).
-struct EddyStartup;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::datatypes::Field;
 
-impl NoopStartupHandler for EddyStartup {}
+    #[test]
+    fn unnamed_expressions_get_postgres_names() {
+        let schema = Schema::new(vec![
+            Field::new("count(*)", DataType::Int64, true),
+            Field::new("Int64(1)", DataType::Int64, true),
+            Field::new("current_database()", DataType::Utf8, true),
+            Field::new("sensor", DataType::Int32, true),
+            Field::new("a + b", DataType::Int32, true),
+        ]);
+        let names: Vec<String> = postgres_names(&schema)
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        assert_eq!(
+            names,
+            ["count", "?column?", "current_database", "sensor", "a + b"]
+        );
+    }
+}

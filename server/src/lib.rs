@@ -2,7 +2,13 @@
 //!
 //! Modules in data-flow order:
 //!
+//! - [`auth`]: trust, or SCRAM-SHA-256 with a password; TLS.
 //! - [`handler`]: pgwire handlers (simple and extended query protocol).
+//! - [`rewrite`]: client SQL DataFusion cannot plan as written, made plannable.
+//! - [`session`]: a connection's settings (SET, SHOW, RESET).
+//! - [`copy`]: `COPY ... TO STDOUT`.
+//! - [`pg_catalog`], [`pg_keys`], [`pg_functions`], [`pg_text_functions`] and
+//!   [`information_schema`]: what drivers and BI tools read about the database.
 //! - [`database`]: statement dispatch — DDL and DML to the engine, queries to DataFusion.
 //! - [`sources`]: CREATE SOURCE and connector-fed tables.
 //! - [`provider`]: committed rows as DataFusion tables.
@@ -10,10 +16,19 @@
 //! - [`error`]: errors with SQLSTATE codes.
 //! - [`demo`]: `eddy --demo`, a live Nexmark view.
 
+pub mod auth;
+pub mod copy;
 pub mod database;
 pub mod demo;
 pub mod error;
 pub mod handler;
+pub mod information_schema;
+pub mod pg_catalog;
+pub mod pg_functions;
+pub mod pg_keys;
+pub mod pg_text_functions;
 pub mod provider;
+pub mod rewrite;
+pub mod session;
 pub mod sources;
 pub mod system_tables;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use eddy_executor::EngineHandle;
+use eddy_server::auth::{tls_acceptor, Authentication, Credentials};
 use eddy_server::database::Database;
 use eddy_server::handler::EddyServerHandlers;
 use eddy_storage::{SledStore, Store};
@@ -31,6 +32,18 @@ struct Args {
     /// Create (unless present) a Nexmark `bid` source and a live `hot_auctions` view.
     #[arg(long, env = "EDDY_DEMO")]
     demo: bool,
+    /// With --password: the only user name accepted (any name when not given).
+    #[arg(long, env = "EDDY_USER", requires = "password")]
+    user: Option<String>,
+    /// Require this password (SCRAM-SHA-256). Without it, every client is trusted.
+    #[arg(long, env = "EDDY_PASSWORD", hide_env_values = true)]
+    password: Option<String>,
+    /// PEM certificate (chain) for TLS; needs --tls-key.
+    #[arg(long, env = "EDDY_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for TLS; needs --tls-cert.
+    #[arg(long, env = "EDDY_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -64,7 +77,25 @@ async fn main() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     tracing::info!(address = %args.listen, data_dir = %args.data_dir.display(), "eddy is accepting connections");
-    let handlers = Arc::new(EddyServerHandlers::new(db));
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls_acceptor(cert, key).map_err(|e| anyhow::anyhow!(e))?),
+        _ => None,
+    };
+    let credentials = args.password.clone().map(|password| Credentials {
+        user: args.user.clone(),
+        password,
+    });
+    let authentication = Authentication::new(credentials.as_ref());
+    tracing::info!(
+        auth = if credentials.is_some() {
+            "scram-sha-256"
+        } else {
+            "trust"
+        },
+        tls = tls.is_some(),
+        "client authentication"
+    );
+    let handlers = Arc::new(EddyServerHandlers::with_authentication(db, authentication));
 
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
@@ -74,10 +105,11 @@ async fn main() -> anyhow::Result<()> {
                 match accepted {
                     Ok((socket, _)) => {
                         let handlers = handlers.clone();
+                        let tls = tls.clone();
                         // A connection's failure (garbage bytes, a dropped client) ends that
                         // connection only.
                         tokio::spawn(async move {
-                            if let Err(error) = pgwire::tokio::process_socket(socket, None, handlers).await {
+                            if let Err(error) = pgwire::tokio::process_socket(socket, tls, handlers).await {
                                 tracing::debug!(%error, "connection closed with an error");
                             }
                         });

@@ -1,0 +1,465 @@
+//! `pg_catalog` for drivers and BI tools: the tables and functions of `datafusion-pg-catalog`,
+//! with Eddy's own objects told apart (materialized views, sources) and the functions tools
+//! call on connect that the crate lacks ([`crate::pg_functions`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock, Weak};
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{
+    new_null_array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray,
+};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Int32Type, SchemaRef, TimeUnit};
+use datafusion::catalog::{MemTable, SchemaProvider, Session, TableProvider};
+use datafusion::common::ScalarValue;
+use datafusion::datasource::TableType;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::logical_expr::planner::TypePlanner;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::{collect, ExecutionPlan};
+use datafusion::sql::sqlparser::ast::{DataType as SqlDataType, TimezoneInfo};
+use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
+use datafusion_pg_catalog::pg_catalog::oid_type_planner::PgOidTypePlanner;
+use datafusion_pg_catalog::pg_catalog::PgCatalogStaticTables;
+use datafusion_pg_catalog::setup_pg_catalog;
+
+use crate::database::{Database, Object, DATABASE, SCHEMA};
+use crate::error::ServerError;
+use crate::information_schema::InformationSchema;
+use crate::pg_keys::PrimaryKey;
+use eddy_executor::TableKey;
+
+/// Relations of the last `pg_class` read by OID, as (schema, name): what
+/// `pg_get_viewdef(oid)` and `pg_table_is_visible(oid)` look up.
+pub(crate) type RelationOids = Arc<RwLock<HashMap<i32, (String, String)>>>;
+
+/// Installs `pg_catalog` and the Postgres functions into the database's SQL context.
+pub fn install(db: &Arc<Database>) -> Result<(), ServerError> {
+    setup_pg_catalog(&db.ctx, DATABASE, EmptyContextProvider).map_err(|e| ServerError::from(*e))?;
+    let catalog = db
+        .ctx
+        .catalog(DATABASE)
+        .ok_or_else(|| ServerError::internal("default catalog missing"))?;
+    let inner = catalog
+        .schema("pg_catalog")
+        .ok_or_else(|| ServerError::internal("pg_catalog was not registered"))?;
+    let oids: RelationOids = Arc::default();
+    catalog.register_schema(
+        "pg_catalog",
+        Arc::new(EddyPgCatalog {
+            inner,
+            db: Arc::downgrade(db),
+            oids: oids.clone(),
+        }),
+    )?;
+    crate::pg_functions::register(&db.ctx, Arc::downgrade(db), oids, type_oids()?);
+    // Eddy's own information_schema (Postgres type names, materialized views) replaces the
+    // one DataFusion answers when its flag is on.
+    let catalogs = db.ctx.state().catalog_list().clone();
+    catalog.register_schema(
+        "information_schema",
+        Arc::new(InformationSchema::new(catalogs, Arc::downgrade(db))),
+    )?;
+    let state = db.ctx.state_ref();
+    let existing = state.read().clone();
+    let mut new_state = SessionStateBuilder::new_from_existing(existing)
+        .with_type_planner(Arc::new(EddyTypePlanner))
+        .build();
+    new_state
+        .config_mut()
+        .options_mut()
+        .catalog
+        .information_schema = false;
+    *state.write() = new_state;
+    Ok(())
+}
+
+/// Type OIDs by name (`int4`, `text`, ...), from the crate's copy of `pg_type`.
+fn type_oids() -> Result<HashMap<String, i32>> {
+    let tables = PgCatalogStaticTables::try_new()?;
+    let mut map = HashMap::new();
+    for batch in tables.pg_type.data() {
+        let names = column(batch, "typname")?;
+        let oids = column(batch, "oid")?;
+        for i in 0..batch.num_rows() {
+            let name = ScalarValue::try_from_array(names, i)?;
+            let oid = ScalarValue::try_from_array(oids, i)?.cast_to(&DataType::Int32)?;
+            if let (ScalarValue::Utf8(Some(name)), ScalarValue::Int32(Some(oid))) = (name, oid) {
+                map.insert(name, oid);
+            }
+        }
+    }
+    Ok(map)
+}
+
+/// Postgres type names DataFusion lacks: the crate's (`regclass`, `pg_catalog.text`, ...)
+/// plus `json` and `jsonb`, kept as text.
+#[derive(Debug)]
+struct EddyTypePlanner;
+
+impl TypePlanner for EddyTypePlanner {
+    fn plan_type_field(&self, sql_type: &SqlDataType) -> Result<Option<FieldRef>> {
+        match sql_type {
+            SqlDataType::JSON | SqlDataType::JSONB => {
+                Ok(Some(Arc::new(Field::new("", DataType::Utf8, true))))
+            }
+            // TIMESTAMPTZ: an instant, kept in UTC (DataFusion would drop the zone).
+            SqlDataType::Timestamp(precision, TimezoneInfo::WithTimeZone | TimezoneInfo::Tz)
+                if precision.is_none_or(|p| p == 6) =>
+            {
+                Ok(Some(Arc::new(Field::new(
+                    "",
+                    DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
+                    true,
+                ))))
+            }
+            other => PgOidTypePlanner.plan_type_field(other),
+        }
+    }
+}
+
+/// The crate's `pg_catalog` with Eddy's relation kinds and views.
+struct EddyPgCatalog {
+    inner: Arc<dyn SchemaProvider>,
+    db: Weak<Database>,
+    oids: RelationOids,
+}
+
+impl std::fmt::Debug for EddyPgCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EddyPgCatalog")
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for EddyPgCatalog {
+    fn table_names(&self) -> Vec<String> {
+        self.inner.table_names()
+    }
+
+    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        let Some(table) = self.inner.table(name).await? else {
+            return Ok(None);
+        };
+        let kind = match name.to_ascii_lowercase().as_str() {
+            "pg_class" => Derived::Class,
+            "pg_matviews" => Derived::MatViews,
+            "pg_tables" => Derived::Tables,
+            "pg_index" => Derived::Keys("pg_index"),
+            "pg_constraint" => Derived::Keys("pg_constraint"),
+            _ => return Ok(Some(table)),
+        };
+        let schema = match kind {
+            Derived::Keys(name) => crate::pg_keys::with_key_array(&table.schema(), name),
+            Derived::Class => with_reloptions(&table.schema()),
+            _ => table.schema(),
+        };
+        Ok(Some(Arc::new(DerivedTable {
+            inner: table,
+            schema,
+            kind,
+            catalog: self.inner.clone(),
+            db: self.db.clone(),
+            oids: self.oids.clone(),
+        })))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.inner.table_exist(name)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Derived {
+    /// `relkind`: `m` for materialized views, `f` for sources (their rows live elsewhere).
+    Class,
+    /// `pg_index` or `pg_constraint` with tables' primary keys.
+    Keys(&'static str),
+    /// One row per materialized view, with its SQL.
+    MatViews,
+    /// Tables only (the crate lists every relation).
+    Tables,
+}
+
+/// A catalog table computed from the crate's table and Eddy's objects at each scan.
+struct DerivedTable {
+    inner: Arc<dyn TableProvider>,
+    schema: SchemaRef,
+    kind: Derived,
+    /// The crate's `pg_catalog`, for the namespaces and relations a table refers to.
+    catalog: Arc<dyn SchemaProvider>,
+    db: Weak<Database>,
+    oids: RelationOids,
+}
+
+impl std::fmt::Debug for DerivedTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DerivedTable({:?})", self.kind)
+    }
+}
+
+fn objects(db: &Weak<Database>) -> Vec<(String, Object)> {
+    db.upgrade()
+        .map(|db| {
+            db.objects
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .map(|(name, object)| (name.clone(), object.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef> {
+    batch
+        .column_by_name(name)
+        .ok_or_else(|| DataFusionError::Internal(format!("pg_catalog column {name} missing")))
+}
+
+impl DerivedTable {
+    /// Namespace names by OID.
+    async fn namespaces(&self, state: &dyn Session) -> Result<HashMap<i32, String>> {
+        let mut schemas = HashMap::new();
+        let Some(namespaces) = self.catalog.table("pg_namespace").await? else {
+            return Ok(schemas);
+        };
+        let plan = namespaces.scan(state, None, &[], None).await?;
+        for batch in collect(plan, state.task_ctx()).await? {
+            let oids = column(&batch, "oid")?.as_primitive::<Int32Type>();
+            let names = column(&batch, "nspname")?.as_string::<i32>();
+            for i in 0..batch.num_rows() {
+                schemas.insert(oids.value(i), names.value(i).to_string());
+            }
+        }
+        Ok(schemas)
+    }
+
+    /// Eddy's tables with a primary key, with their OIDs as `pg_class` gives them.
+    async fn primary_keys(
+        &self,
+        state: &dyn Session,
+        objects: &HashMap<String, Object>,
+    ) -> Result<Vec<PrimaryKey>> {
+        let schemas = self.namespaces(state).await?;
+        let Some(classes) = self.catalog.table("pg_class").await? else {
+            return Ok(vec![]);
+        };
+        let plan = classes.scan(state, None, &[], None).await?;
+        let batches = collect(plan, state.task_ctx()).await?;
+        keys_in(&batches, &schemas, objects)
+    }
+
+    async fn rows(&self, state: &dyn Session) -> Result<Vec<RecordBatch>> {
+        let plan: Arc<dyn ExecutionPlan> = self.inner.scan(state, None, &[], None).await?;
+        let batches = collect(plan, state.task_ctx()).await?;
+        let objects: HashMap<String, Object> = objects(&self.db).into_iter().collect();
+        match self.kind {
+            Derived::Keys(name) => {
+                let keys = self.primary_keys(state, &objects).await?;
+                crate::pg_keys::with_primary_keys(name, &self.schema, &batches, &keys)
+            }
+            Derived::Class => {
+                let schemas = self.namespaces(state).await?;
+                let keys = keys_in(&batches, &schemas, &objects)?;
+                let indexed: Vec<i32> = keys.iter().map(|k| k.table_oid).collect();
+                let mut relations = HashMap::new();
+                let mut batches = batches
+                    .iter()
+                    .map(|batch| fix_relkind(batch, &objects, &schemas, &indexed, &mut relations))
+                    .collect::<Result<Vec<_>>>()?;
+                batches.push(crate::pg_keys::index_relations(&self.schema, &keys)?);
+                for key in &keys {
+                    relations.insert(
+                        crate::pg_keys::index_oid(key.table_oid),
+                        (SCHEMA.to_string(), format!("{}_pkey", key.table)),
+                    );
+                }
+                *self.oids.write().unwrap_or_else(|e| e.into_inner()) = relations;
+                Ok(batches)
+            }
+            Derived::Tables => batches
+                .iter()
+                .map(|batch| keep_tables(batch, &objects))
+                .collect(),
+            Derived::MatViews => Ok(vec![matviews(self.inner.schema(), &self.db)?]),
+        }
+    }
+}
+
+/// The primary keys of Eddy's tables among the crate's `pg_class` rows.
+fn keys_in(
+    batches: &[RecordBatch],
+    schemas: &HashMap<i32, String>,
+    objects: &HashMap<String, Object>,
+) -> Result<Vec<PrimaryKey>> {
+    let mut keys = Vec::new();
+    for batch in batches {
+        let oids = column(batch, "oid")?.as_primitive::<Int32Type>();
+        let names = column(batch, "relname")?.as_string::<i32>();
+        let namespaces = column(batch, "relnamespace")?.as_primitive::<Int32Type>();
+        for i in 0..batch.num_rows() {
+            if schemas.get(&namespaces.value(i)).map(String::as_str) != Some(SCHEMA) {
+                continue;
+            }
+            if let Some(Object::Table(def)) = objects.get(names.value(i)) {
+                if let TableKey::PrimaryKey(columns) = &def.key {
+                    keys.push(PrimaryKey {
+                        table_oid: oids.value(i),
+                        namespace_oid: namespaces.value(i),
+                        table: names.value(i).to_string(),
+                        columns: columns.iter().map(|&c| c as i16 + 1).collect(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(keys)
+}
+
+fn fix_relkind(
+    batch: &RecordBatch,
+    objects: &HashMap<String, Object>,
+    schemas: &HashMap<i32, String>,
+    indexed: &[i32],
+    relations: &mut HashMap<i32, (String, String)>,
+) -> Result<RecordBatch> {
+    let names = column(batch, "relname")?.as_string::<i32>();
+    let kinds = column(batch, "relkind")?.as_string::<i32>();
+    let namespaces = column(batch, "relnamespace")?.as_primitive::<Int32Type>();
+    let oids = column(batch, "oid")?.as_primitive::<Int32Type>();
+    let mut fixed = Vec::with_capacity(batch.num_rows());
+    for i in 0..batch.num_rows() {
+        let schema = schemas
+            .get(&namespaces.value(i))
+            .cloned()
+            .unwrap_or_default();
+        let name = names.value(i);
+        let kind = match objects.get(name) {
+            Some(Object::View(_)) if schema == SCHEMA => "m",
+            Some(Object::Source(_)) if schema == SCHEMA => "f",
+            _ => kinds.value(i),
+        };
+        fixed.push(kind);
+        relations.insert(oids.value(i), (schema, name.to_string()));
+    }
+    let batch = replace_column(batch, "relkind", Arc::new(StringArray::from(fixed)))?;
+    // A table with a primary key has its index (psql lists indexes only then).
+    let has_index: BooleanArray = (0..batch.num_rows())
+        .map(|i| Some(indexed.contains(&oids.value(i))))
+        .collect();
+    let batch = replace_column(&batch, "relhasindex", Arc::new(has_index))?;
+    // No storage options on any relation.
+    let mut columns = batch.columns().to_vec();
+    columns.push(new_null_array(&reloptions_type(), batch.num_rows()));
+    Ok(RecordBatch::try_new(
+        with_reloptions(&batch.schema()),
+        columns,
+    )?)
+}
+
+fn reloptions_type() -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true)))
+}
+
+/// `pg_class` with `reloptions` (text[]), which drivers read and the crate lacks; every column
+/// nullable (index rows leave some empty).
+fn with_reloptions(schema: &SchemaRef) -> SchemaRef {
+    let mut fields: Vec<_> = schema
+        .fields()
+        .iter()
+        .map(|f| Arc::new(f.as_ref().clone().with_nullable(true)))
+        .collect();
+    fields.push(Arc::new(Field::new("reloptions", reloptions_type(), true)));
+    Arc::new(datafusion::arrow::datatypes::Schema::new(fields))
+}
+
+fn replace_column(batch: &RecordBatch, name: &str, array: ArrayRef) -> Result<RecordBatch> {
+    let index = batch.schema().index_of(name)?;
+    let mut columns = batch.columns().to_vec();
+    columns[index] = array;
+    Ok(RecordBatch::try_new(batch.schema(), columns)?)
+}
+
+/// `pg_tables` lists the crate's relations of every kind; keep Eddy's tables and the others.
+fn keep_tables(batch: &RecordBatch, objects: &HashMap<String, Object>) -> Result<RecordBatch> {
+    let schemas = column(batch, "schemaname")?.as_string::<i32>();
+    let names = column(batch, "tablename")?.as_string::<i32>();
+    let keep: BooleanArray = (0..batch.num_rows())
+        .map(|i| {
+            let ours = schemas.value(i) == SCHEMA;
+            Some(!ours || matches!(objects.get(names.value(i)), Some(Object::Table(_)) | None))
+        })
+        .collect();
+    Ok(datafusion::arrow::compute::filter_record_batch(
+        batch, &keep,
+    )?)
+}
+
+fn matviews(schema: SchemaRef, db: &Weak<Database>) -> Result<RecordBatch> {
+    let views: Vec<(String, String)> = db
+        .upgrade()
+        .map(|db| {
+            db.engine()
+                .stats()
+                .views
+                .iter()
+                .map(|v| {
+                    let query = crate::pg_functions::view_query(&v.sql);
+                    (v.name.clone(), query.unwrap_or_else(|| v.sql.clone()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let n = views.len();
+    let text = |values: Vec<Option<String>>| -> ArrayRef { Arc::new(StringArray::from(values)) };
+    let columns: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|field| match field.name().as_str() {
+            "schemaname" => text(vec![Some(SCHEMA.to_string()); n]),
+            "matviewname" => text(views.iter().map(|(name, _)| Some(name.clone())).collect()),
+            "matviewowner" => text(vec![Some("eddy".to_string()); n]),
+            "definition" => text(views.iter().map(|(_, sql)| Some(sql.clone())).collect()),
+            "hasindexes" => Arc::new(BooleanArray::from(vec![false; n])),
+            "ispopulated" => Arc::new(BooleanArray::from(vec![true; n])),
+            _ => datafusion::arrow::array::new_null_array(field.data_type(), n),
+        })
+        .collect();
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+#[async_trait]
+impl TableProvider for DerivedTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let rows = self.rows(state).await?;
+        MemTable::try_new(self.schema(), vec![rows])?
+            .scan(state, projection, filters, limit)
+            .await
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok(vec![
+            TableProviderFilterPushDown::Unsupported;
+            filters.len()
+        ])
+    }
+}

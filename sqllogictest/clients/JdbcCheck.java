@@ -1,0 +1,93 @@
+// The PostgreSQL JDBC driver against a running eddy: DatabaseMetaData (getTables,
+// getColumns, getPrimaryKeys) as BI tools browse a schema, and a PreparedStatement.
+// Run by sqllogictest/tests/clients.rs as `java -cp postgresql.jar JdbcCheck.java` with
+// EDDY_PORT set; exits non-zero on any mismatch.
+
+import java.sql.Connection;
+import java.sql.DatabaseMetaData;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+
+public class JdbcCheck {
+    static void check(String label, Object got, Object expected) {
+        if (!Objects.equals(got, expected)) {
+            System.err.println(label + ": expected " + expected + ", got " + got);
+            System.exit(1);
+        }
+        System.out.println("ok: " + label);
+    }
+
+    public static void main(String[] args) throws Exception {
+        String url = "jdbc:postgresql://127.0.0.1:" + System.getenv("EDDY_PORT") + "/dev";
+        String user = Objects.requireNonNullElse(System.getenv("EDDY_USER"), "eddy");
+        String password = Objects.requireNonNullElse(System.getenv("EDDY_PASSWORD"), "");
+        try (Connection conn = DriverManager.getConnection(url, user, password)) {
+            try (Statement st = conn.createStatement()) {
+                st.execute("CREATE TABLE trades (id BIGINT PRIMARY KEY, symbol VARCHAR, qty INT, px DOUBLE)");
+                st.execute("CREATE MATERIALIZED VIEW volume AS "
+                        + "SELECT symbol, sum(qty) AS qty FROM trades GROUP BY symbol");
+            }
+            try (PreparedStatement insert = conn.prepareStatement("INSERT INTO trades VALUES (?, ?, ?, ?)")) {
+                Object[][] rows = {{1L, "ABC", 10, 1.5}, {2L, "XYZ", 5, 20.0}, {3L, "ABC", 7, 1.75}};
+                for (Object[] row : rows) {
+                    insert.setLong(1, (Long) row[0]);
+                    insert.setString(2, (String) row[1]);
+                    insert.setInt(3, (Integer) row[2]);
+                    insert.setDouble(4, (Double) row[3]);
+                    check("PreparedStatement insert " + row[0], insert.executeUpdate(), 1);
+                }
+            }
+            try (Statement st = conn.createStatement()) {
+                st.execute("FLUSH");
+            }
+            try (PreparedStatement query = conn.prepareStatement(
+                    "SELECT symbol, qty FROM volume WHERE symbol = ?")) {
+                query.setString(1, "ABC");
+                try (ResultSet rs = query.executeQuery()) {
+                    check("PreparedStatement query has a row", rs.next(), true);
+                    check("PreparedStatement query symbol", rs.getString("symbol"), "ABC");
+                    check("PreparedStatement query qty", rs.getLong("qty"), 17L);
+                    check("PreparedStatement query has one row", rs.next(), false);
+                }
+            }
+
+            DatabaseMetaData meta = conn.getMetaData();
+            check("getDatabaseProductName", meta.getDatabaseProductName(), "PostgreSQL");
+            List<String> tables = new ArrayList<>();
+            try (ResultSet rs = meta.getTables(null, "public", "%", new String[] {"TABLE"})) {
+                while (rs.next()) {
+                    tables.add(rs.getString("TABLE_NAME"));
+                }
+            }
+            check("getTables TABLE", tables, List.of("trades"));
+            List<String> views = new ArrayList<>();
+            try (ResultSet rs = meta.getTables(null, "public", "%", new String[] {"MATERIALIZED VIEW"})) {
+                while (rs.next()) {
+                    views.add(rs.getString("TABLE_NAME"));
+                }
+            }
+            check("getTables MATERIALIZED VIEW", views, List.of("volume"));
+            List<String> columns = new ArrayList<>();
+            try (ResultSet rs = meta.getColumns(null, "public", "trades", "%")) {
+                while (rs.next()) {
+                    columns.add(rs.getString("COLUMN_NAME") + " " + rs.getString("TYPE_NAME")
+                            + " " + rs.getInt("NULLABLE"));
+                }
+            }
+            check("getColumns", columns, List.of("id int8 0", "symbol text 1", "qty int4 1", "px float8 1"));
+            List<String> keys = new ArrayList<>();
+            try (ResultSet rs = meta.getPrimaryKeys(null, "public", "trades")) {
+                while (rs.next()) {
+                    keys.add(rs.getString("COLUMN_NAME") + " " + rs.getInt("KEY_SEQ") + " " + rs.getString("PK_NAME"));
+                }
+            }
+            check("getPrimaryKeys", keys, List.of("id 1 trades_pkey"));
+        }
+        System.out.println("java clients: all checks passed");
+    }
+}

@@ -1,0 +1,108 @@
+"""Python's Postgres stack against a running eddy: psycopg 3 with parameters, SQLAlchemy's
+inspector, pandas.read_sql of a materialized view. Run by sqllogictest/tests/clients.rs with
+EDDY_PORT set; exits non-zero (with the failing check) on any mismatch."""
+
+import datetime
+import decimal
+import os
+import sys
+
+import pandas
+import psycopg
+import sqlalchemy
+
+PORT = int(os.environ["EDDY_PORT"])
+USER = os.environ.get("EDDY_USER", "eddy")
+PASSWORD = os.environ.get("EDDY_PASSWORD", "")
+
+
+def check(label, got, expected):
+    if got != expected:
+        sys.exit(f"{label}: expected {expected!r}, got {got!r}")
+    print(f"ok: {label}")
+
+
+def psycopg_with_parameters():
+    with psycopg.connect(host="127.0.0.1", port=PORT, user=USER, password=PASSWORD,
+                         dbname="dev", autocommit=True) as conn:
+        conn.execute("CREATE TABLE readings (sensor INT PRIMARY KEY, site VARCHAR, value DOUBLE)")
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO readings VALUES (%s, %s, %s)",
+                            [(1, "north", 20.5), (2, "south", 18.0), (3, "north", 22.5)])
+        conn.execute("""CREATE MATERIALIZED VIEW per_site AS
+                        SELECT site, count(*) AS readings, max(value) AS peak
+                        FROM readings GROUP BY site""")
+        conn.execute("""CREATE SOURCE bids (auction BIGINT, price BIGINT) WITH (
+                        connector = 'nexmark', nexmark.table.type = 'bid',
+                        nexmark.event.rate = '10', nexmark.max.events = '10')""")
+        conn.execute("FLUSH")
+        rows = conn.execute("SELECT sensor, site FROM readings WHERE value > %s ORDER BY sensor",
+                            (19.0,)).fetchall()
+        check("psycopg: rows with a parameter", rows, [(1, "north"), (3, "north")])
+        row = conn.execute("SELECT site, readings, peak FROM per_site WHERE site = %(site)s",
+                           {"site": "north"}).fetchone()
+        check("psycopg: a view with a named parameter", row, ("north", 2, 22.5))
+        # Binary results: psycopg asks for them per query.
+        with conn.cursor(binary=True) as cur:
+            cur.execute("SELECT sensor, value FROM readings WHERE sensor = %s", (2,))
+            check("psycopg: binary results", cur.fetchone(), (2, 18.0))
+        # Every scalar type, decoded by psycopg from binary and from text results.
+        all_types = """SELECT 1::int2, 2::int4, 3::int8, 1.5::float4, 2.25::float8,
+            12.345::numeric(10,3), true, 'x'::text, TIMESTAMP '2026-01-02 03:04:05.5',
+            TIMESTAMPTZ '2026-01-02 05:04:05+02',
+            DATE '2026-01-02', TIME '03:04:05', INTERVAL '1 day 2 hours',
+            decode('deadbeef', 'hex'), ARRAY[1, 2, 3], ARRAY['a', 'b c']"""
+        expected = (1, 2, 3, 1.5, 2.25, decimal.Decimal("12.345"), True, "x",
+                    datetime.datetime(2026, 1, 2, 3, 4, 5, 500000),
+                    datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc),
+                    datetime.date(2026, 1, 2),
+                    datetime.time(3, 4, 5), datetime.timedelta(days=1, hours=2),
+                    b"\xde\xad\xbe\xef", [1, 2, 3], ["a", "b c"])
+        for binary in (True, False):
+            with conn.cursor(binary=binary) as cur:
+                cur.execute(all_types)
+                check(f"psycopg: every type ({'binary' if binary else 'text'})",
+                      cur.fetchone(), expected)
+        try:
+            conn.execute("SELECT * FROM no_such_table")
+            sys.exit("psycopg: a missing table raised nothing")
+        except psycopg.errors.UndefinedTable:
+            print("ok: psycopg: a missing table raises UndefinedTable")
+
+
+def sqlalchemy_inspector_and_pandas():
+    url = f"postgresql+psycopg://{USER}:{PASSWORD}@127.0.0.1:{PORT}/dev"
+    engine = sqlalchemy.create_engine(url)
+    inspector = sqlalchemy.inspect(engine)
+    check("sqlalchemy: get_table_names", inspector.get_table_names(), ["readings"])
+    check("sqlalchemy: get_view_names", inspector.get_view_names(), [])
+    check("sqlalchemy: get_materialized_view_names",
+          inspector.get_materialized_view_names(), ["per_site"])
+    # VARCHAR columns are text in Eddy (one string type).
+    columns = [(c["name"], str(c["type"]), c["nullable"])
+               for c in inspector.get_columns("readings")]
+    check("sqlalchemy: get_columns", columns,
+          [("sensor", "INTEGER", False), ("site", "TEXT", True),
+           ("value", "DOUBLE PRECISION", True)])
+    view_columns = [c["name"] for c in inspector.get_columns("per_site")]
+    check("sqlalchemy: get_columns of a view", view_columns, ["site", "readings", "peak"])
+    pk = inspector.get_pk_constraint("readings")
+    check("sqlalchemy: get_pk_constraint", pk["constrained_columns"], ["sensor"])
+    # What Superset's schema browser asks the inspector for, beyond the above.
+    check("sqlalchemy: get_schema_names", inspector.get_schema_names(),
+          ["eddy_catalog", "information_schema", "public"])
+    check("sqlalchemy: get_foreign_table_names (sources)",
+          inspector.get_foreign_table_names(), ["bids"])
+    check("sqlalchemy: get_foreign_keys", inspector.get_foreign_keys("readings"), [])
+    check("sqlalchemy: get_indexes", inspector.get_indexes("readings"), [])
+    check("sqlalchemy: get_table_comment", inspector.get_table_comment("readings"), {"text": None})
+    frame = pandas.read_sql("SELECT site, readings, peak FROM per_site ORDER BY site", engine)
+    check("pandas: read_sql of a view",
+          frame.to_dict("records"),
+          [{"site": "north", "readings": 2, "peak": 22.5},
+           {"site": "south", "readings": 1, "peak": 18.0}])
+
+
+psycopg_with_parameters()
+sqlalchemy_inspector_and_pandas()
+print("python clients: all checks passed")

@@ -1,0 +1,153 @@
+//! psql's meta-commands (`\d`, `\dt`, `\dv`, `\dm`, `\d name`, `\l`, `\dn`) against a real
+//! eddy: psql sends its own catalog queries, and its output must list Eddy's objects.
+
+mod common;
+
+use std::process::Command;
+
+use eddy_sqllogictest::{EddyProcess, DATABASE, USER};
+
+/// Runs one psql command with unaligned output (`|` between columns) and returns what it
+/// printed (psql's notes such as "Did not find any relations." go to stderr).
+fn psql(eddy: &EddyProcess, psql: &std::path::Path, command: &str) -> String {
+    let output = Command::new(psql)
+        .args(["-X", "-A", "-F", "|", "-v", "ON_ERROR_STOP=1"])
+        .args(["-h", "127.0.0.1", "-p", &eddy.port().to_string()])
+        .args(["-U", USER, "-d", DATABASE, "-c", command])
+        .env("PGCONNECT_TIMEOUT", "10")
+        .output()
+        .expect("run psql");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(
+        output.status.success() && !stderr.contains("ERROR"),
+        "psql -c '{command}' failed ({}):\n{stderr}\n{stdout}",
+        output.status
+    );
+    stdout + &stderr
+}
+
+fn lines(text: &str) -> Vec<&str> {
+    text.lines().collect()
+}
+
+#[tokio::test]
+async fn psql_meta_commands_list_eddys_objects() {
+    let Some(psql_bin) = common::require("psql", common::on_path("psql")) else {
+        return;
+    };
+    let eddy = EddyProcess::start_fresh().await.expect("start eddy");
+    let (client, _conn) = eddy.connect().await.expect("connect");
+    client
+        .batch_execute(
+            "CREATE TABLE readings (sensor INT PRIMARY KEY, value DOUBLE, ts TIMESTAMP);
+             CREATE MATERIALIZED VIEW per_sensor AS
+               SELECT sensor, count(*) AS n FROM readings GROUP BY sensor;
+             CREATE SOURCE bid (auction BIGINT, price BIGINT, date_time TIMESTAMP)
+               WITH (connector = 'nexmark', nexmark.table.type = 'bid',
+                     nexmark.event.rate = '10', nexmark.max.events = '10');",
+        )
+        .await
+        .expect("create objects");
+
+    let all = psql(&eddy, &psql_bin, r"\d");
+    let all = lines(&all);
+    assert_eq!(all[0], "List of relations");
+    assert_eq!(all[1], "Schema|Name|Type|Owner");
+    // Sorted by schema and name; only what is on the search path, as in Postgres.
+    assert_eq!(
+        all[2..],
+        [
+            "public|bid|foreign table|postgres",
+            "public|per_sensor|materialized view|postgres",
+            "public|readings|table|postgres",
+            "(3 rows)",
+        ],
+        "{all:#?}"
+    );
+    // Eddy's system tables, by schema.
+    let system = psql(&eddy, &psql_bin, r"\dt eddy_catalog.*");
+    assert!(
+        system.contains("eddy_catalog|source_progress|table|"),
+        "{system}"
+    );
+    let progress = psql(&eddy, &psql_bin, r"\d eddy_catalog.tables");
+    assert!(
+        progress.starts_with("Table \"eddy_catalog.tables\""),
+        "{progress}"
+    );
+
+    let tables = psql(&eddy, &psql_bin, r"\dt");
+    assert!(tables.contains("public|readings|table|"), "{tables}");
+    assert!(
+        !tables.contains("per_sensor"),
+        "\\dt lists tables only: {tables}"
+    );
+    assert!(
+        !tables.contains("|bid|"),
+        "\\dt lists tables only: {tables}"
+    );
+
+    // Eddy's views are all materialized: \dv finds none, \dm finds them.
+    let views = psql(&eddy, &psql_bin, r"\dv");
+    assert_eq!(views.trim(), "Did not find any relations.");
+    let matviews = psql(&eddy, &psql_bin, r"\dm");
+    let matviews = lines(&matviews);
+    assert_eq!(matviews[1], "Schema|Name|Type|Owner");
+    assert!(matviews[2].starts_with("public|per_sensor|materialized view|"));
+    assert_eq!(matviews[3], "(1 row)");
+
+    let table = psql(&eddy, &psql_bin, r"\d readings");
+    assert_eq!(
+        lines(&table)[..7],
+        [
+            "Table \"public.readings\"",
+            "Column|Type|Collation|Nullable|Default",
+            "sensor|integer||not null|",
+            "value|double precision|||",
+            "ts|timestamp without time zone|||",
+            "Indexes:",
+            "    \"readings_pkey\" PRIMARY KEY, btree (sensor)",
+        ]
+    );
+    let indexes = psql(&eddy, &psql_bin, r"\di");
+    assert!(
+        indexes.contains("public|readings_pkey|index|postgres|readings"),
+        "{indexes}"
+    );
+    let view = psql(&eddy, &psql_bin, r"\d per_sensor");
+    assert_eq!(
+        lines(&view)[..4],
+        [
+            "Materialized view \"public.per_sensor\"",
+            "Column|Type|Collation|Nullable|Default",
+            "sensor|integer||not null|",
+            "n|bigint||not null|",
+        ]
+    );
+
+    let databases = psql(&eddy, &psql_bin, r"\l");
+    assert!(
+        lines(&databases)
+            .iter()
+            .any(|line| line.starts_with("dev|")),
+        "{databases}"
+    );
+    let schemas = psql(&eddy, &psql_bin, r"\dn");
+    let schemas = lines(&schemas);
+    assert_eq!(schemas[1], "Name|Owner");
+    assert!(schemas.iter().any(|line| line.starts_with("public|")));
+    assert!(schemas.iter().any(|line| line.starts_with("eddy_catalog|")));
+
+    // A name that does not exist: psql's own message, and a failing exit status.
+    let missing = Command::new(&psql_bin)
+        .args(["-X", "-h", "127.0.0.1", "-p", &eddy.port().to_string()])
+        .args(["-U", USER, "-d", DATABASE, "-c", r"\d nothing_here"])
+        .output()
+        .expect("run psql");
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        stderr.contains("Did not find any relation named \"nothing_here\""),
+        "{stderr}"
+    );
+}
