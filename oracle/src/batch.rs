@@ -169,31 +169,14 @@ pub fn query(view: &View, case: &Case, watermarks: &[Option<i64>]) -> String {
                 Some(window) => format!("({}) w", windowed(table, *window, keys)),
                 None => table.clone(),
             };
-            let mut select: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-            let mut group = select.clone();
-            if window.is_some() {
-                for column in ["window_start", "window_end"] {
-                    select.push(column.into());
-                    group.push(column.into());
-                }
-            }
-            for (i, aggregate) in aggregates.iter().enumerate() {
-                select.push(format!("{aggregate} AS a{i}"));
-            }
-            let group_by = if group.is_empty() {
-                String::new()
-            } else {
-                format!(" GROUP BY {}", group.join(", "))
-            };
+            let (select, group_by) =
+                crate::case::select_and_group_by(keys, window.is_some(), aggregates);
             let closed = match (emit_on_window_close, watermarks[view.table]) {
                 (true, Some(w)) => format!(" HAVING window_end <= to_timestamp_micros({w})"),
                 (true, None) => " HAVING false".into(),
                 (false, _) => String::new(),
             };
-            format!(
-                "SELECT {} FROM {source}{filter}{group_by}{closed}",
-                select.join(", ")
-            )
+            format!("SELECT {select} FROM {source}{filter}{group_by}{closed}")
         }
     }
 }

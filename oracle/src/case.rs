@@ -364,35 +364,39 @@ impl View {
                         format!("SESSION({table}, ts, {})", interval(*gap_s))
                     }
                 };
-                let mut select: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-                let mut group = select.clone();
-                if window.is_some() {
-                    for column in ["window_start", "window_end"] {
-                        select.push(column.into());
-                        group.push(column.into());
-                    }
-                }
-                for (i, aggregate) in aggregates.iter().enumerate() {
-                    select.push(format!("{aggregate} AS a{i}"));
-                }
-                let group_by = if group.is_empty() {
-                    String::new()
-                } else {
-                    format!(" GROUP BY {}", group.join(", "))
-                };
+                let (select, group_by) = select_and_group_by(keys, window.is_some(), aggregates);
                 let emit = if *emit_on_window_close {
                     " EMIT ON WINDOW CLOSE"
                 } else {
                     ""
                 };
-                format!(
-                    "SELECT {} FROM {source}{filter}{group_by}{emit}",
-                    select.join(", ")
-                )
+                format!("SELECT {select} FROM {source}{filter}{group_by}{emit}")
             }
         };
         format!("CREATE MATERIALIZED VIEW {} AS {body}", self.name)
     }
+}
+
+/// An aggregate view's select list (keys, window bounds, aggregates as a0, a1, ...) and its
+/// ` GROUP BY ...` clause (empty without groups): the same in the view and in batch.
+pub fn select_and_group_by(keys: &[&str], windowed: bool, aggregates: &[&str]) -> (String, String) {
+    let mut select: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    let mut group = select.clone();
+    if windowed {
+        for column in ["window_start", "window_end"] {
+            select.push(column.into());
+            group.push(column.into());
+        }
+    }
+    for (i, aggregate) in aggregates.iter().enumerate() {
+        select.push(format!("{aggregate} AS a{i}"));
+    }
+    let group_by = if group.is_empty() {
+        String::new()
+    } else {
+        format!(" GROUP BY {}", group.join(", "))
+    };
+    (select.join(", "), group_by)
 }
 
 /// `SELECT keys, count(*) AS n FROM source GROUP BY keys` (no GROUP BY without keys).

@@ -10,6 +10,8 @@
 
 use datafusion::sql::sqlparser::tokenizer::Token;
 
+use crate::statement::matching_paren;
+
 const WINDOW_FUNCTIONS: [&str; 4] = ["TUMBLE", "HOP", "CUMULATE", "SESSION"];
 
 fn is_word(token: &Token, word: &str) -> bool {
@@ -24,24 +26,6 @@ fn significant(tokens: &[Token]) -> Vec<usize> {
     (0..tokens.len())
         .filter(|&i| !matches!(tokens[i], Token::Whitespace(_) | Token::EOF))
         .collect()
-}
-
-/// The index of the parenthesis closing the one at `open`.
-fn matching_paren(tokens: &[Token], open: usize) -> Option<usize> {
-    let mut depth = 0;
-    for (i, token) in tokens.iter().enumerate().skip(open) {
-        match token {
-            Token::LParen => depth += 1,
-            Token::RParen => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(i);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
 }
 
 /// Rewrites every Flink-form window call in `tokens` into Eddy's form.

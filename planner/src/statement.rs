@@ -460,7 +460,8 @@ fn parse_create_source(
     Ok(EddyStatement::CreateSource(Box::new(def)))
 }
 
-fn matching_paren(tokens: &[Token], open: usize) -> Option<usize> {
+/// The index of the parenthesis closing the one at `open`.
+pub(crate) fn matching_paren(tokens: &[Token], open: usize) -> Option<usize> {
     let mut depth = 0;
     for (i, token) in tokens.iter().enumerate().skip(open) {
         match token {
