@@ -42,7 +42,7 @@ pub struct DrainArgs {
     #[arg(long, value_enum, default_value = "expensive")]
     view: ViewKind,
     /// How many copies of each message's string the expensive view works on.
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 200)]
     work: u32,
     #[command(flatten)]
     eddy: EddyArgs,
