@@ -42,8 +42,11 @@ pub struct DrainArgs {
     #[arg(long, value_enum, default_value = "expensive")]
     view: ViewKind,
     /// How many copies of each message's string the expensive view works on.
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 200)]
     work: u32,
+    /// Give up when nothing is committed for this many seconds.
+    #[arg(long, default_value_t = 300)]
+    stall_seconds: u64,
     #[command(flatten)]
     eddy: EddyArgs,
 }
@@ -128,6 +131,7 @@ pub async fn run(args: DrainArgs) -> Result<()> {
     let mut rss_samples = Vec::new();
     let mut line = String::new();
     let mut last = (0u64, started);
+    let mut moved = started;
     println!("  t(s)  RSS(MiB)  committed  msg/s");
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -144,6 +148,16 @@ pub async fn run(args: DrainArgs) -> Result<()> {
             per_second(committed.saturating_sub(last.0), now - last.1)
         );
         println!("{line}");
+        if committed > last.0 {
+            moved = now;
+        } else if now - moved > Duration::from_secs(args.stall_seconds) {
+            bail!(
+                "nothing committed for {} s ({committed} of {} messages); eddy's log ends:\n{}",
+                args.stall_seconds,
+                args.messages,
+                eddy.process.log_tail(10)
+            );
+        }
         last = (committed, now);
         if committed >= args.messages {
             break;
