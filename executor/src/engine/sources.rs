@@ -203,7 +203,12 @@ impl Engine {
                 feed.tick();
                 let timeout = feed.idle_timeout;
                 for (split, progress) in feed.splits.iter_mut() {
-                    let idle = progress.last_data.elapsed() >= timeout;
+                    // A split with messages still unread is slow, not idle: its rows would
+                    // otherwise arrive late behind the others' watermark.
+                    let lagging = progress
+                        .high_watermark
+                        .is_some_and(|high| progress.position < high);
+                    let idle = !lagging && progress.last_data.elapsed() >= timeout;
                     if idle != progress.idle {
                         progress.idle = idle;
                         newly_idle.push((split.clone(), idle));
