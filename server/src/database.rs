@@ -9,19 +9,17 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::{DFSchema, ParamValues, TableReference};
 use datafusion::datasource::TableType;
 use datafusion::execution::context::{SessionConfig, SessionContext};
-use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::logical_expr::{DdlStatement, DmlStatement, LogicalPlan, WriteOp};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::sql::parser::Statement as DfStatement;
-use datafusion::sql::sqlparser::ast::{ObjectType, Query, Statement};
+use datafusion::sql::sqlparser::ast::{ObjectType, Statement};
 use eddy_executor::engine::Restore;
 use eddy_executor::{EngineHandle, TableDef, TableKey};
 use eddy_planner::statement::{parse_statements, ParsedStatement};
-use eddy_planner::stream_plan::plan_stream;
 use eddy_planner::window::{interval_micros, TableLookup};
 use eddy_planner::{
-    EddyStatement, PlanError, SessionPartitionRule, SourceInfo, StreamCatalog, StreamPlan,
-    WatermarkColumn, WatermarkDef, WindowFunction, WindowTableFunction,
+    EddyStatement, SessionPartitionRule, SourceInfo, WatermarkDef, WindowFunction,
+    WindowTableFunction,
 };
 use eddy_storage::{CatalogEntry, ObjectKind, Store, TableId};
 
@@ -75,7 +73,7 @@ pub(crate) enum Object {
 pub struct Database {
     pub(crate) ctx: SessionContext,
     pub(crate) engine: EngineHandle,
-    store: Arc<dyn Store>,
+    pub(crate) store: Arc<dyn Store>,
     pub(crate) objects: RwLock<BTreeMap<String, Object>>,
     /// Tables and sources by name, for the window table functions.
     pub(crate) window_tables: TableLookup,
@@ -233,60 +231,21 @@ impl Database {
                 query,
                 emit_on_window_close,
             } => {
-                if self.exists(name) {
-                    if *if_not_exists {
-                        return Ok(Outcome::command("CREATE MATERIALIZED VIEW"));
-                    }
-                    return Err(ServerError::new(
-                        "42P07",
-                        format!("relation \"{name}\" already exists"),
-                    ));
-                }
-                let plan = self.plan_view(query, *emit_on_window_close).await?;
-                let info = plan.as_source(name);
-                let schema = plan.schema.clone();
-                let unbounded = plan.unbounded_state();
-                let id = self
-                    .engine
-                    .create_view(name.clone(), parsed.sql.clone(), plan)
-                    .await?;
-                self.register_view(info, schema, id)?;
-                let mut outcome = Outcome::command("CREATE MATERIALIZED VIEW");
-                if let (Some(why), Outcome::Command { notices, .. }) = (unbounded, &mut outcome) {
-                    notices.push(format!(
-                        "materialized view \"{name}\" has unbounded state: {why}"
-                    ));
-                }
-                Ok(outcome)
+                self.create_view(
+                    name,
+                    *if_not_exists,
+                    query,
+                    *emit_on_window_close,
+                    &parsed.sql,
+                )
+                .await
             }
             EddyStatement::Drop {
                 object_type,
                 names,
                 if_exists,
             } => self.drop(*object_type, names, *if_exists).await,
-            EddyStatement::ExplainView(view) => {
-                let EddyStatement::CreateMaterializedView {
-                    name,
-                    query,
-                    emit_on_window_close,
-                    ..
-                } = view.as_ref()
-                else {
-                    return Err(ServerError::not_supported(
-                        "EXPLAIN of this statement (EXPLAIN CREATE MATERIALIZED VIEW shows a view's streaming plan)",
-                    ));
-                };
-                let plan = self.plan_view(query, *emit_on_window_close).await?;
-                let lines = eddy_planner::explain::explain(&plan, name);
-                let schema = explain_schema();
-                let column = Arc::new(datafusion::arrow::array::StringArray::from(lines));
-                let batch = RecordBatch::try_new(schema.clone(), vec![column])
-                    .map_err(datafusion::error::DataFusionError::from)?;
-                Ok(Outcome::Rows {
-                    schema,
-                    batches: vec![batch],
-                })
-            }
+            EddyStatement::ExplainView(view) => self.explain_view(view).await,
             EddyStatement::Flush => {
                 self.engine.flush().await?;
                 Ok(Outcome::command("FLUSH"))
@@ -454,53 +413,6 @@ impl Database {
         })
     }
 
-    async fn plan_view(&self, query: &Query, emit_on_window_close: bool) -> Result<StreamPlan> {
-        let state = self.ctx.state();
-        let plan = state
-            .statement_to_plan(DfStatement::Statement(Box::new(Statement::Query(
-                Box::new(query.clone()),
-            ))))
-            .await?;
-        let optimized = state.optimize(&plan)?;
-        let stream = plan_stream(&optimized, self, emit_on_window_close);
-        // DataFusion turns a DISTINCT aggregate into an aggregate of aggregates. That helps over
-        // an input with retractions, but nested aggregates cannot close windows: without the
-        // rewrite the DISTINCT accumulator keeps its values itself.
-        let (optimized, stream) = match stream {
-            Err(PlanError::NotSupported(_) | PlanError::Invalid(_))
-                if has_nested_aggregates(&optimized) =>
-            {
-                let rules = state
-                    .optimizer()
-                    .rules
-                    .iter()
-                    .filter(|r| r.name() != "single_distinct_aggregation_to_group_by")
-                    .cloned()
-                    .collect();
-                let direct = SessionStateBuilder::new_from_existing(state.clone())
-                    .with_optimizer_rules(rules)
-                    .build()
-                    .optimize(&plan)?;
-                let stream = plan_stream(&direct, self, emit_on_window_close);
-                (direct, stream)
-            }
-            other => (optimized, other),
-        };
-        let mut seen = std::collections::HashSet::new();
-        for field in optimized.schema().fields() {
-            if !seen.insert(field.name().clone()) {
-                return Err(ServerError::new(
-                    "42701",
-                    format!(
-                        "column \"{}\" appears twice in the view: give one an alias",
-                        field.name()
-                    ),
-                ));
-            }
-        }
-        Ok(stream?)
-    }
-
     pub(crate) fn register_table(&self, def: TableDef, id: TableId) -> Result<()> {
         let provider: Arc<dyn TableProvider> = Arc::new(StoredTable::new(
             self.store.clone(),
@@ -529,18 +441,6 @@ impl Database {
             .unwrap_or_else(|e| e.into_inner())
             .insert(name.to_string(), object);
         Ok(())
-    }
-
-    /// Makes a view readable by queries and by views over it (`info` says how it streams).
-    fn register_view(&self, info: SourceInfo, schema: SchemaRef, id: TableId) -> Result<()> {
-        let name = info.name.clone();
-        let provider = Arc::new(StoredTable::new(
-            self.store.clone(),
-            id,
-            schema,
-            TableType::View,
-        )?);
-        self.register_readable(&name, provider, Object::View(info))
     }
 
     pub(crate) fn deregister(&self, name: &str) -> Result<()> {
@@ -794,54 +694,4 @@ fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
         };
         ServerError::new(code, e.to_string())
     })
-}
-
-/// Whether an aggregate reads (through projections and filters) another aggregate.
-fn has_nested_aggregates(plan: &LogicalPlan) -> bool {
-    fn aggregates_below(plan: &LogicalPlan) -> usize {
-        let own = usize::from(matches!(plan, LogicalPlan::Aggregate(_)));
-        own + plan
-            .inputs()
-            .into_iter()
-            .map(aggregates_below)
-            .sum::<usize>()
-    }
-    aggregates_below(plan) > 1
-}
-
-/// EXPLAIN's one text column.
-pub(crate) fn explain_schema() -> SchemaRef {
-    Arc::new(datafusion::arrow::datatypes::Schema::new(vec![
-        datafusion::arrow::datatypes::Field::new("QUERY PLAN", DataType::Utf8, false),
-    ]))
-}
-
-impl StreamCatalog for Database {
-    fn source(&self, table: &TableReference) -> Option<SourceInfo> {
-        match self
-            .objects
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(table.table())
-        {
-            Some(Object::Table(def) | Object::Source(def)) => Some(SourceInfo {
-                name: def.name.clone(),
-                columns: def
-                    .schema
-                    .fields()
-                    .iter()
-                    .map(|f| f.name().clone())
-                    .collect(),
-                key_len: def.key_fields().len(),
-                append_only: def.append_only,
-                watermarks: def
-                    .watermark
-                    .iter()
-                    .map(|&(column, _)| WatermarkColumn { column, shift: 0 })
-                    .collect(),
-            }),
-            Some(Object::View(info)) => Some(info.clone()),
-            None => None,
-        }
-    }
 }

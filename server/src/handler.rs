@@ -338,7 +338,7 @@ impl EddyQueryParser {
                 return Ok((vec![], Some(Arc::new(schema))));
             }
             EddyStatement::ExplainView(_) => {
-                return Ok((vec![], Some(crate::database::explain_schema())));
+                return Ok((vec![], Some(crate::views::explain_schema())));
             }
             _ => return Ok((vec![], None)),
         };

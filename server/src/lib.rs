@@ -10,6 +10,7 @@
 //! - [`pg_catalog`], [`pg_keys`], [`pg_functions`], [`pg_text_functions`] and
 //!   [`information_schema`]: what drivers and BI tools read about the database.
 //! - [`database`]: statement dispatch — DDL and DML to the engine, queries to DataFusion.
+//! - [`views`]: materialized views: planning, creation, EXPLAIN, the stream catalog.
 //! - [`sources`]: CREATE SOURCE and connector-fed tables.
 //! - [`provider`]: committed rows as DataFusion tables.
 //! - [`system_tables`]: the `eddy_catalog` schema.
@@ -32,3 +33,4 @@ pub mod rewrite;
 pub mod session;
 pub mod sources;
 pub mod system_tables;
+pub mod views;
