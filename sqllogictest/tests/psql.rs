@@ -39,14 +39,7 @@ async fn psql_meta_commands_list_eddys_objects() {
     let eddy = EddyProcess::start_fresh().await.expect("start eddy");
     let (client, _conn) = eddy.connect().await.expect("connect");
     client
-        .batch_execute(
-            "CREATE TABLE readings (sensor INT PRIMARY KEY, value DOUBLE, ts TIMESTAMP);
-             CREATE MATERIALIZED VIEW per_sensor AS
-               SELECT sensor, count(*) AS n FROM readings GROUP BY sensor;
-             CREATE SOURCE bid (auction BIGINT, price BIGINT, date_time TIMESTAMP)
-               WITH (connector = 'nexmark', nexmark.table.type = 'bid',
-                     nexmark.event.rate = '10', nexmark.max.events = '10');",
-        )
+        .batch_execute(common::SAMPLE_OBJECTS)
         .await
         .expect("create objects");
 

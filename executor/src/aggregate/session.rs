@@ -137,19 +137,26 @@ impl SessionAggregateOperator {
             let mut group = self.new_group(0)?;
             self.state_codec.restore(&value, &mut group)?;
             let end = group.window_end.unwrap_or(start);
+            group.window_end = Some(end);
             // What was emitted before the restart is in the view: the next output replaces it.
             let replaces = group
                 .last_output
                 .clone()
                 .map(|values| vec![(start, end, values)])
                 .unwrap_or_default();
-            self.by_end.insert((end, partition.clone(), start));
-            self.sessions
-                .entry(partition)
-                .or_default()
-                .insert(start, Session { group, replaces });
+            self.insert_session(partition, start, Session { group, replaces });
         }
         Ok(())
+    }
+
+    /// Stores an open session and indexes it by end.
+    fn insert_session(&mut self, partition: Vec<u8>, start: i64, session: Session) {
+        self.by_end
+            .insert((session.end(), partition.clone(), start));
+        self.sessions
+            .entry(partition)
+            .or_default()
+            .insert(start, session);
     }
 
     /// Each row's partition key (empty when nothing but the window is grouped on).
@@ -245,11 +252,7 @@ impl SessionAggregateOperator {
         group.row_count += rows.len() as i64;
         self.removed.remove(&(partition.clone(), start));
         self.dirty.insert((partition.clone(), start));
-        self.by_end.insert((end, partition.clone(), start));
-        self.sessions
-            .entry(partition)
-            .or_default()
-            .insert(start, Session { group, replaces });
+        self.insert_session(partition, start, Session { group, replaces });
         Ok(())
     }
 

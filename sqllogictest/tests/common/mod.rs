@@ -7,6 +7,15 @@
 
 use std::path::{Path, PathBuf};
 
+/// A table with a primary key, a view over it and a source: what catalog browsing should list.
+pub const SAMPLE_OBJECTS: &str =
+    "CREATE TABLE readings (sensor INT PRIMARY KEY, value DOUBLE, ts TIMESTAMP);
+     CREATE MATERIALIZED VIEW per_sensor AS
+       SELECT sensor, count(*) AS n FROM readings GROUP BY sensor;
+     CREATE SOURCE bid (auction BIGINT, price BIGINT, date_time TIMESTAMP)
+       WITH (connector = 'nexmark', nexmark.table.type = 'bid',
+             nexmark.event.rate = '10', nexmark.max.events = '10');";
+
 /// Whether a missing client is a failure (set by scripts/test.sh) rather than a skip.
 pub fn clients_required() -> bool {
     std::env::var("EDDY_REQUIRE_CLIENTS").is_ok_and(|v| v == "1")
