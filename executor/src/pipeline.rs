@@ -9,7 +9,7 @@ use eddy_planner::window::VaryingColumn;
 use eddy_planner::{StreamNode, StreamPlan};
 use eddy_storage::{EpochBatch, Store, TableId};
 
-use crate::aggregate::{AggregateOperator, SessionAggregateOperator};
+use crate::aggregate::{AggregateOperator, SessionAggregateOperator, WindowedAggregateOperator};
 use crate::operators::{FilterOperator, MaterializeOperator, ProjectOperator, WindowOperator};
 use crate::{Message, Operator, Result};
 
@@ -86,6 +86,12 @@ impl Pipeline {
                     let plan = (**aggregate).clone();
                     if plan.session.is_some() {
                         operators.push(Box::new(SessionAggregateOperator::new(
+                            plan,
+                            state_table,
+                            store,
+                        )?))
+                    } else if WindowedAggregateOperator::supports(&plan) {
+                        operators.push(Box::new(WindowedAggregateOperator::new(
                             plan,
                             state_table,
                             store,

@@ -9,8 +9,10 @@
 mod min_max;
 mod session;
 mod state;
+mod windowed;
 
 pub use session::SessionAggregateOperator;
+pub use windowed::WindowedAggregateOperator;
 
 use std::collections::BTreeMap;
 

@@ -1,0 +1,623 @@
+//! Vectorized aggregation of windowed groups over an append-only input.
+//!
+//! Each open window keeps DataFusion's group values (group key → dense group index) and one
+//! `GroupsAccumulator` per aggregate, so a chunk is aggregated column-wise: one `intern` and
+//! one `update_batch` per aggregate and window, no per-row allocation. A window's state is
+//! persisted as pages of [`PAGE_GROUPS`] groups (rows of group columns then accumulator
+//! states, in Arrow's row format), and only pages with a changed group are rewritten at a barrier: a few large
+//! writes per epoch instead of one per group. Closing a window drops its groups and pages.
+//!
+//! Used when every aggregate has a groups accumulator and nothing retracts; the general
+//! [`super::AggregateOperator`] covers the rest.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    new_empty_array, Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array,
+};
+use datafusion::arrow::compute::kernels::cmp::distinct;
+use datafusion::arrow::compute::{cast, concat, filter, interleave, or, take};
+use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
+use datafusion::physical_plan::aggregates::group_values::{new_group_values, GroupValues};
+use datafusion::physical_plan::aggregates::order::GroupOrdering;
+use eddy_planner::window::to_micros;
+use eddy_planner::{AggregatePlan, WindowBound};
+use eddy_storage::{EpochBatch, RowCodec, StorageError, Store, TableId};
+
+use super::{internal, AggregateInputs};
+use crate::{Barrier, ExecError, Message, Op, Operator, Result, StreamChunk, Watermark};
+
+/// Groups per persisted state page. sled writes a node (up to 16 entries) larger than 128 KiB
+/// to a file of its own, which costs a file created and deleted per write: small pages keep
+/// state nodes in its log.
+const PAGE_GROUPS: usize = 64;
+/// First byte of a page's key (the general operator's keys are row-encoded group keys).
+const PAGE_TAG: u8 = b'W';
+/// The window end of rows whose window is NULL: such a window never closes.
+const NO_END: i64 = i64::MAX;
+
+pub struct WindowedAggregateOperator {
+    plan: AggregatePlan,
+    state_table: TableId,
+    /// The group columns, then each accumulator's state columns: one persisted page.
+    page_schema: SchemaRef,
+    page_codec: RowCodec,
+    windows: BTreeMap<i64, WindowGroups>,
+    /// Pages of closed windows, deleted at the next barrier: (window end, page count).
+    closed_pages: Vec<(i64, usize)>,
+}
+
+/// The groups of one window.
+struct WindowGroups {
+    group_values: Box<dyn GroupValues>,
+    accumulators: Vec<Box<dyn GroupsAccumulator>>,
+    /// Group columns by group index, up to the last barrier (group values cannot show their
+    /// keys without giving them up).
+    keys: Vec<ArrayRef>,
+    /// Group columns of groups new since the last barrier, in group-index order.
+    new_keys: Vec<Vec<ArrayRef>>,
+    /// Groups changed since the last barrier, by group index.
+    dirty: Vec<bool>,
+    /// The values last emitted (emit-on-update), one array per aggregate by group index.
+    emitted: Vec<ArrayRef>,
+    /// Pages written for this window so far.
+    pages: usize,
+}
+
+impl WindowedAggregateOperator {
+    /// Whether this operator can run `plan`: windowed groups, an input that only inserts,
+    /// and aggregates that all have groups accumulators.
+    pub fn supports(plan: &AggregatePlan) -> bool {
+        plan.window.is_some()
+            && plan.session.is_none()
+            && plan.input_append_only
+            && !plan.group_exprs.is_empty()
+            && plan.aggregates.iter().all(|agg| {
+                !agg.is_distinct()
+                    && agg.order_bys().is_empty()
+                    && agg.groups_accumulator_supported()
+            })
+    }
+
+    /// Builds the operator and loads its state from the last committed epoch.
+    pub fn new(plan: AggregatePlan, state_table: TableId, store: &dyn Store) -> Result<Self> {
+        let mut fields: Vec<Field> = plan.schema.fields()[..plan.group_exprs.len()]
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        for (i, agg) in plan.aggregates.iter().enumerate() {
+            for (j, field) in agg.state_fields()?.iter().enumerate() {
+                fields.push(Field::new(
+                    format!("a{i}_{j}"),
+                    field.data_type().clone(),
+                    true,
+                ));
+            }
+        }
+        let page_schema = Arc::new(Schema::new(fields));
+        let mut operator = Self {
+            page_codec: RowCodec::new(page_schema.clone())?,
+            page_schema,
+            plan,
+            state_table,
+            windows: BTreeMap::new(),
+            closed_pages: Vec::new(),
+        };
+        operator.load(store)?;
+        Ok(operator)
+    }
+
+    fn group_schema(&self) -> SchemaRef {
+        let group_len = self.plan.group_exprs.len();
+        Arc::new(Schema::new(self.page_schema.fields()[..group_len].to_vec()))
+    }
+
+    fn new_window(&self) -> Result<WindowGroups> {
+        Ok(WindowGroups {
+            group_values: new_group_values(self.group_schema(), &GroupOrdering::None)?,
+            accumulators: self.new_accumulators()?,
+            keys: self
+                .group_schema()
+                .fields()
+                .iter()
+                .map(|f| new_empty_array(f.data_type()))
+                .collect(),
+            new_keys: Vec::new(),
+            dirty: Vec::new(),
+            emitted: Vec::new(),
+            pages: 0,
+        })
+    }
+
+    fn new_accumulators(&self) -> Result<Vec<Box<dyn GroupsAccumulator>>> {
+        Ok(self
+            .plan
+            .aggregates
+            .iter()
+            .map(|agg| agg.create_groups_accumulator())
+            .collect::<Result<_, _>>()?)
+    }
+
+    fn load(&mut self, store: &dyn Store) -> Result<()> {
+        let mut pages: BTreeMap<i64, Vec<RecordBatch>> = BTreeMap::new();
+        for (key, value) in store.scan_table(self.state_table)? {
+            let end = page_window_end(&key)?;
+            let batch = self.page_codec.decode(page_rows(&value)?)?;
+            pages.entry(end).or_default().push(batch);
+        }
+        let group_len = self.plan.group_exprs.len();
+        for (end, batches) in pages {
+            let page_count = batches.len();
+            let batch = datafusion::arrow::compute::concat_batches(&self.page_schema, &batches)?;
+            let mut window = self.new_window()?;
+            let groups = batch.num_rows();
+            let mut indices = Vec::with_capacity(groups);
+            window
+                .group_values
+                .intern(&batch.columns()[..group_len], &mut indices)?;
+            if indices.iter().enumerate().any(|(i, &g)| i != g) {
+                return Err(internal("a window's saved groups are not distinct"));
+            }
+            let mut column = group_len;
+            for (agg, accumulator) in self.plan.aggregates.iter().zip(&mut window.accumulators) {
+                let width = agg.state_fields()?.len();
+                accumulator.merge_batch(
+                    &batch.columns()[column..column + width],
+                    &indices,
+                    groups,
+                )?;
+                column += width;
+            }
+            window.keys = batch.columns()[..group_len].to_vec();
+            window.dirty = vec![false; groups];
+            window.pages = page_count;
+            if !self.plan.emit_on_window_close {
+                // Every barrier emits what it persists: the saved values are the emitted ones.
+                let (states, _) = self.take_states(&mut window)?;
+                window.emitted = self.evaluate_states(&states, groups)?;
+            }
+            self.windows.insert(end, window);
+        }
+        Ok(())
+    }
+
+    /// The end (micros) of each row's window; NULL windows never close.
+    fn window_ends(&self, group_columns: &[ArrayRef]) -> Result<Vec<i64>> {
+        let (index, add) = match self.plan.window {
+            Some(WindowBound::End { group_index }) => (group_index, 0),
+            Some(WindowBound::Start { group_index, size }) => (group_index, size),
+            None => return Err(internal("windowed aggregate without a window")),
+        };
+        let micros = to_micros(&group_columns[index])?;
+        Ok(micros
+            .iter()
+            .map(|v| v.map_or(NO_END, |v| v + add))
+            .collect())
+    }
+
+    /// Drains the window's accumulators into their state arrays and rebuilds them from
+    /// those; returns the states and the group count.
+    fn take_states(&self, window: &mut WindowGroups) -> Result<(Vec<Vec<ArrayRef>>, usize)> {
+        let groups = window.group_values.len();
+        let indices: Vec<usize> = (0..groups).collect();
+        let mut states = Vec::with_capacity(window.accumulators.len());
+        let mut rebuilt = self.new_accumulators()?;
+        for (accumulator, fresh) in window.accumulators.iter_mut().zip(&mut rebuilt) {
+            let state = accumulator.state(EmitTo::All)?;
+            fresh.merge_batch(&state, &indices, groups)?;
+            states.push(state);
+        }
+        window.accumulators = rebuilt;
+        Ok((states, groups))
+    }
+
+    /// Each aggregate's final values from its state arrays, cast to the view's types.
+    fn evaluate_states(&self, states: &[Vec<ArrayRef>], groups: usize) -> Result<Vec<ArrayRef>> {
+        let indices: Vec<usize> = (0..groups).collect();
+        let fields = &self.plan.schema.fields()[self.plan.group_exprs.len()..];
+        let mut values = Vec::with_capacity(states.len());
+        for ((agg, state), field) in self.plan.aggregates.iter().zip(states).zip(fields) {
+            let mut accumulator = agg.create_groups_accumulator()?;
+            accumulator.merge_batch(state, &indices, groups)?;
+            values.push(cast_to(
+                accumulator.evaluate(EmitTo::All)?,
+                field.data_type(),
+            )?);
+        }
+        Ok(values)
+    }
+
+    /// The changelog rows that bring the view up to date with a window's changed groups:
+    /// inserts for new groups, update pairs for changed ones.
+    fn changes(&self, window: &WindowGroups, values: &[ArrayRef]) -> Result<Option<StreamChunk>> {
+        let emitted_len = window.emitted.first().map_or(0, |a| a.len());
+        let mut updated: Vec<u32> = Vec::new();
+        let mut inserted: Vec<u32> = Vec::new();
+        for (group, _) in window.dirty.iter().enumerate().filter(|(_, d)| **d) {
+            if group < emitted_len {
+                updated.push(group as u32);
+            } else {
+                inserted.push(group as u32);
+            }
+        }
+        // An update that changes no value is not an update.
+        if !updated.is_empty() {
+            let indices = UInt32Array::from(std::mem::take(&mut updated));
+            let mut changed: Option<BooleanArray> = None;
+            for (old, new) in window.emitted.iter().zip(values) {
+                let differs = distinct(&take(old, &indices, None)?, &take(new, &indices, None)?)?;
+                changed = Some(match changed {
+                    Some(c) => or(&c, &differs)?,
+                    None => differs,
+                });
+            }
+            if let Some(changed) = changed {
+                let kept = filter(&indices, &changed)?;
+                updated = kept
+                    .as_any()
+                    .downcast_ref::<UInt32Array>()
+                    .ok_or_else(|| internal("update indices"))?
+                    .values()
+                    .to_vec();
+            }
+        }
+        if updated.is_empty() && inserted.is_empty() {
+            return Ok(None);
+        }
+        // Each update is its old row then its new row; inserts follow.
+        let mut ops = Vec::with_capacity(updated.len() * 2 + inserted.len());
+        let mut picks: Vec<(usize, usize)> = Vec::with_capacity(ops.capacity());
+        for &group in &updated {
+            ops.push(Op::UpdateDelete);
+            picks.push((0, group as usize));
+            ops.push(Op::UpdateInsert);
+            picks.push((1, group as usize));
+        }
+        for &group in &inserted {
+            ops.push(Op::Insert);
+            picks.push((1, group as usize));
+        }
+        let key_picks: Vec<u32> = picks.iter().map(|&(_, g)| g as u32).collect();
+        let key_indices = UInt32Array::from(key_picks);
+        let keys = window
+            .keys
+            .iter()
+            .map(|k| take(k, &key_indices, None))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut columns = keys.clone();
+        for (index, new) in values.iter().enumerate() {
+            let old = window.emitted.get(index).unwrap_or(new);
+            columns.push(interleave(&[old.as_ref(), new.as_ref()], &picks)?);
+        }
+        Ok(Some(StreamChunk::new(
+            ops,
+            &self.plan.schema,
+            columns,
+            keys,
+        )?))
+    }
+
+    /// Every group of a closing window as an insert (`EMIT ON WINDOW CLOSE`).
+    fn final_rows(&self, window: &mut WindowGroups) -> Result<Option<StreamChunk>> {
+        let groups = window.group_values.len();
+        if groups == 0 {
+            return Ok(None);
+        }
+        window.consolidate_keys()?;
+        let fields = &self.plan.schema.fields()[self.plan.group_exprs.len()..];
+        let mut columns = window.keys.clone();
+        for (accumulator, field) in window.accumulators.iter_mut().zip(fields) {
+            columns.push(cast_to(
+                accumulator.evaluate(EmitTo::All)?,
+                field.data_type(),
+            )?);
+        }
+        let keys = window.keys.clone();
+        Ok(Some(StreamChunk::new(
+            vec![Op::Insert; groups],
+            &self.plan.schema,
+            columns,
+            keys,
+        )?))
+    }
+
+    /// Writes the window's pages that hold a changed group.
+    fn persist(
+        &self,
+        end: i64,
+        window: &mut WindowGroups,
+        states: &[Vec<ArrayRef>],
+        groups: usize,
+        epoch: &mut EpochBatch,
+    ) -> Result<()> {
+        let mut columns = window.keys.clone();
+        columns.extend(states.iter().flatten().cloned());
+        let batch = RecordBatch::try_new(self.page_schema.clone(), columns)?;
+        let page_count = groups.div_ceil(PAGE_GROUPS);
+        for page in 0..page_count {
+            let first = page * PAGE_GROUPS;
+            let len = PAGE_GROUPS.min(groups - first);
+            if !window.dirty[first..first + len].iter().any(|d| *d) {
+                continue;
+            }
+            let rows = self.page_codec.encode(batch.slice(first, len).columns())?;
+            let mut bytes = Vec::with_capacity(rows.size());
+            for row in rows.iter() {
+                let row = row.as_ref();
+                bytes.extend_from_slice(&(row.len() as u32).to_le_bytes());
+                bytes.extend_from_slice(row);
+            }
+            epoch.put(self.state_table, &page_key(end, page), bytes);
+        }
+        window.pages = window.pages.max(page_count);
+        Ok(())
+    }
+}
+
+impl WindowGroups {
+    /// Appends the new groups' columns to `keys`.
+    fn consolidate_keys(&mut self) -> Result<()> {
+        if self.new_keys.is_empty() {
+            return Ok(());
+        }
+        let new_keys = std::mem::take(&mut self.new_keys);
+        for (column, key) in self.keys.iter_mut().enumerate() {
+            let mut parts: Vec<&dyn Array> = vec![key.as_ref()];
+            parts.extend(new_keys.iter().map(|k| k[column].as_ref()));
+            *key = concat(&parts)?;
+        }
+        Ok(())
+    }
+
+    /// Interns one window's rows and feeds them to the accumulators.
+    fn update(
+        &mut self,
+        group_columns: &[ArrayRef],
+        arguments: &[Vec<ArrayRef>],
+        filters: &[Option<BooleanArray>],
+        indices: &mut Vec<usize>,
+    ) -> Result<()> {
+        let before = self.group_values.len();
+        self.group_values.intern(group_columns, indices)?;
+        let groups = self.group_values.len();
+        if groups > before {
+            // Group ids are handed out in order of first appearance.
+            let mut first_rows = Vec::with_capacity(groups - before);
+            let mut next = before;
+            for (row, &group) in indices.iter().enumerate() {
+                if group == next {
+                    first_rows.push(row as u32);
+                    next += 1;
+                }
+            }
+            let first_rows = UInt32Array::from(first_rows);
+            self.new_keys.push(
+                group_columns
+                    .iter()
+                    .map(|c| take(c, &first_rows, None))
+                    .collect::<Result<_, _>>()?,
+            );
+            self.dirty.resize(groups, false);
+        }
+        for &group in indices.iter() {
+            self.dirty[group] = true;
+        }
+        for ((accumulator, args), filter) in
+            self.accumulators.iter_mut().zip(arguments).zip(filters)
+        {
+            accumulator.update_batch(args, indices, filter.as_ref(), groups)?;
+        }
+        Ok(())
+    }
+}
+
+impl Operator for WindowedAggregateOperator {
+    fn name(&self) -> &'static str {
+        "WindowedAggregate"
+    }
+
+    fn process_chunk(&mut self, chunk: StreamChunk, _out: &mut Vec<Message>) -> Result<()> {
+        if chunk.ops.iter().any(|op| !op.is_insert()) {
+            return Err(internal("the windowed aggregate received a retraction"));
+        }
+        let rows = chunk.len();
+        let group_columns = self
+            .plan
+            .group_exprs
+            .iter()
+            .map(|e| e.evaluate(&chunk.batch)?.into_array(rows))
+            .collect::<Result<Vec<_>, _>>()?;
+        let inputs = AggregateInputs::evaluate(&self.plan, &chunk.batch)?;
+        let ends = self.window_ends(&group_columns)?;
+        let mut indices = Vec::with_capacity(rows);
+        if ends.windows(2).all(|pair| pair[0] == pair[1]) {
+            // The usual case: the whole chunk falls in one window.
+            let Some(&end) = ends.first() else {
+                return Ok(());
+            };
+            if !self.windows.contains_key(&end) {
+                let window = self.new_window()?;
+                self.windows.insert(end, window);
+            }
+            let window = self
+                .windows
+                .get_mut(&end)
+                .ok_or_else(|| internal("window"))?;
+            return window.update(
+                &group_columns,
+                &inputs.arguments,
+                &inputs.filters,
+                &mut indices,
+            );
+        }
+        let mut rows_by_end: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
+        for (row, &end) in ends.iter().enumerate() {
+            rows_by_end.entry(end).or_default().push(row as u32);
+        }
+        for (end, rows) in rows_by_end {
+            let rows = UInt32Array::from(rows);
+            let pick = |columns: &[ArrayRef]| -> Result<Vec<ArrayRef>> {
+                Ok(columns
+                    .iter()
+                    .map(|c| take(c, &rows, None))
+                    .collect::<Result<_, _>>()?)
+            };
+            let group_part = pick(&group_columns)?;
+            let arguments = inputs
+                .arguments
+                .iter()
+                .map(|args| pick(args))
+                .collect::<Result<Vec<_>>>()?;
+            let filters = inputs
+                .filters
+                .iter()
+                .map(|f| -> Result<Option<BooleanArray>> {
+                    let Some(f) = f else { return Ok(None) };
+                    let taken = take(f, &rows, None)?;
+                    Ok(Some(
+                        taken
+                            .as_any()
+                            .downcast_ref::<BooleanArray>()
+                            .ok_or_else(|| internal("filter mask"))?
+                            .clone(),
+                    ))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            if !self.windows.contains_key(&end) {
+                let window = self.new_window()?;
+                self.windows.insert(end, window);
+            }
+            let window = self
+                .windows
+                .get_mut(&end)
+                .ok_or_else(|| internal("window"))?;
+            window.update(&group_part, &arguments, &filters, &mut indices)?;
+        }
+        Ok(())
+    }
+
+    fn process_watermark(&mut self, watermark: Watermark, out: &mut Vec<Message>) -> Result<()> {
+        if self.plan.watermarked {
+            let closed_up_to = watermark.value.saturating_add(self.plan.watermark_shift);
+            let still_open = self.windows.split_off(&(closed_up_to.saturating_add(1)));
+            let closed = std::mem::replace(&mut self.windows, still_open);
+            for (end, mut window) in closed {
+                let chunk = if self.plan.emit_on_window_close {
+                    self.final_rows(&mut window)?
+                } else if window.dirty.iter().any(|d| *d) {
+                    window.consolidate_keys()?;
+                    let (states, groups) = self.take_states(&mut window)?;
+                    let values = self.evaluate_states(&states, groups)?;
+                    self.changes(&window, &values)?
+                } else {
+                    None
+                };
+                if let Some(chunk) = chunk {
+                    out.push(Message::Chunk(chunk));
+                }
+                self.closed_pages.push((end, window.pages));
+            }
+        }
+        out.push(Message::Watermark(watermark));
+        Ok(())
+    }
+
+    fn process_barrier(
+        &mut self,
+        _barrier: Barrier,
+        epoch: &mut EpochBatch,
+        out: &mut Vec<Message>,
+    ) -> Result<()> {
+        for (end, pages) in std::mem::take(&mut self.closed_pages) {
+            for page in 0..pages {
+                epoch.delete(self.state_table, &page_key(end, page));
+            }
+        }
+        let mut windows = std::mem::take(&mut self.windows);
+        for (&end, window) in windows.iter_mut() {
+            if !window.dirty.iter().any(|d| *d) {
+                continue;
+            }
+            window.consolidate_keys()?;
+            let (states, groups) = self.take_states(window)?;
+            if !self.plan.emit_on_window_close {
+                let values = self.evaluate_states(&states, groups)?;
+                if let Some(chunk) = self.changes(window, &values)? {
+                    out.push(Message::Chunk(chunk));
+                }
+                window.emitted = values;
+            }
+            self.persist(end, window, &states, groups, epoch)?;
+            window.dirty.iter_mut().for_each(|d| *d = false);
+        }
+        self.windows = windows;
+        Ok(())
+    }
+
+    fn state_rows(&self) -> usize {
+        self.windows.values().map(|w| w.group_values.len()).sum()
+    }
+
+    fn open_windows(&self) -> usize {
+        self.windows.len()
+    }
+}
+
+fn cast_to(
+    array: ArrayRef,
+    data_type: &datafusion::arrow::datatypes::DataType,
+) -> Result<ArrayRef> {
+    if array.data_type() == data_type {
+        Ok(array)
+    } else {
+        Ok(cast(&array, data_type)?)
+    }
+}
+
+/// `PAGE_TAG`, the window end (big-endian, sign bit flipped so ends sort), the page number.
+fn page_key(end: i64, page: usize) -> Vec<u8> {
+    let mut key = Vec::with_capacity(13);
+    key.push(PAGE_TAG);
+    key.extend_from_slice(&((end as u64) ^ (1 << 63)).to_be_bytes());
+    key.extend_from_slice(&(page as u32).to_be_bytes());
+    key
+}
+
+/// The rows of a page: each is its length (`u32`, little-endian) and its bytes.
+fn page_rows(mut page: &[u8]) -> Result<Vec<&[u8]>> {
+    let corrupt = || {
+        ExecError::Storage(StorageError::Corrupt(
+            "truncated aggregate state page".into(),
+        ))
+    };
+    let mut rows = Vec::new();
+    while !page.is_empty() {
+        let (length, rest) = page.split_first_chunk::<4>().ok_or_else(corrupt)?;
+        let length = u32::from_le_bytes(*length) as usize;
+        if rest.len() < length {
+            return Err(corrupt());
+        }
+        let (row, rest) = rest.split_at(length);
+        rows.push(row);
+        page = rest;
+    }
+    Ok(rows)
+}
+
+fn page_window_end(key: &[u8]) -> Result<i64> {
+    if key.len() != 13 || key[0] != PAGE_TAG {
+        return Err(ExecError::Storage(StorageError::Corrupt(
+            "this view's aggregate state was written by an older Eddy; drop and recreate the view"
+                .into(),
+        )));
+    }
+    let mut end = [0u8; 8];
+    end.copy_from_slice(&key[1..9]);
+    Ok((u64::from_be_bytes(end) ^ (1 << 63)) as i64)
+}
+
+#[cfg(test)]
+#[path = "windowed_tests.rs"]
+mod tests;

@@ -1,0 +1,268 @@
+//! The windowed aggregate driven by compact changelog literals (`+ k w v`: key, window end in
+//! micros, value), for `SELECT k, w, count(v), max(v) ... GROUP BY k, w`.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{AsArray, Int64Array, TimestampMicrosecondArray};
+use datafusion::arrow::datatypes::{
+    DataType, Field, Int64Type, Schema, SchemaRef, TimeUnit, TimestampMicrosecondType,
+};
+use datafusion::functions_aggregate::{count::count_udaf, min_max::max_udaf};
+use datafusion::physical_expr::aggregate::AggregateExprBuilder;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::PhysicalExpr;
+use eddy_planner::{AggregatePlan, WindowBound};
+use eddy_storage::{EpochBatch, MemStore, Store};
+
+use super::WindowedAggregateOperator;
+use crate::aggregate::AggregateOperator;
+use crate::{Barrier, Message, Op, Operator, StreamChunk, Watermark};
+
+const STATE: u32 = 100;
+
+fn time() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, None)
+}
+
+fn input_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, true),
+        Field::new("w", time(), true),
+        Field::new("v", DataType::Int64, true),
+    ]))
+}
+
+fn chunk(text: &str) -> StreamChunk {
+    let (mut ks, mut ws, mut vs) = (Vec::new(), Vec::new(), Vec::new());
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let parts: Vec<i64> = line[1..]
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        assert!(line.starts_with('+'), "the input only inserts");
+        ks.push(parts[0]);
+        ws.push(parts[1]);
+        vs.push(parts[2]);
+    }
+    let ids = Int64Array::from_iter_values(0..ks.len() as i64);
+    StreamChunk::new(
+        vec![Op::Insert; ks.len()],
+        &input_schema(),
+        vec![
+            Arc::new(Int64Array::from(ks)),
+            Arc::new(TimestampMicrosecondArray::from(ws)),
+            Arc::new(Int64Array::from(vs)),
+        ],
+        vec![Arc::new(ids)],
+    )
+    .unwrap()
+}
+
+fn plan(emit_on_window_close: bool) -> AggregatePlan {
+    let schema = input_schema();
+    let v: Arc<dyn PhysicalExpr> = Arc::new(Column::new("v", 2));
+    let count = AggregateExprBuilder::new(count_udaf(), vec![v.clone()])
+        .schema(schema.clone())
+        .alias("c")
+        .build()
+        .unwrap();
+    let max = AggregateExprBuilder::new(max_udaf(), vec![v])
+        .schema(schema)
+        .alias("m")
+        .build()
+        .unwrap();
+    AggregatePlan {
+        group_exprs: vec![Arc::new(Column::new("k", 0)), Arc::new(Column::new("w", 1))],
+        aggregates: vec![Arc::new(count), Arc::new(max)],
+        filters: vec![None, None],
+        input_append_only: true,
+        window: Some(WindowBound::End { group_index: 1 }),
+        watermarked: true,
+        watermark_shift: 0,
+        session: None,
+        emit_on_window_close,
+        schema: Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("w", time(), true),
+            Field::new("c", DataType::Int64, true),
+            Field::new("m", DataType::Int64, true),
+        ])),
+    }
+}
+
+/// Renders emitted chunks as `op k w c m` lines.
+fn render(out: Vec<Message>) -> Vec<String> {
+    let mut lines = Vec::new();
+    for message in out {
+        let Message::Chunk(chunk) = message else {
+            continue;
+        };
+        let columns = chunk.visible_columns();
+        for (i, op) in chunk.ops.iter().enumerate() {
+            let int = |c: usize| columns[c].as_primitive::<Int64Type>().value(i);
+            let w = columns[1]
+                .as_primitive::<TimestampMicrosecondType>()
+                .value(i);
+            let op = match op {
+                Op::Insert => "+",
+                Op::Delete => "-",
+                Op::UpdateDelete => "U-",
+                Op::UpdateInsert => "U+",
+            };
+            lines.push(format!("{op} {} {w} {} {}", int(0), int(2), int(3)));
+        }
+    }
+    lines
+}
+
+fn barrier(operator: &mut dyn Operator, store: &dyn Store, epoch: u64) -> Vec<String> {
+    let mut batch = EpochBatch::default();
+    let mut out = Vec::new();
+    operator
+        .process_barrier(Barrier { epoch }, &mut batch, &mut out)
+        .unwrap();
+    store.commit(batch).unwrap();
+    render(out)
+}
+
+fn push(operator: &mut dyn Operator, text: &str) {
+    let mut out = Vec::new();
+    operator.process_chunk(chunk(text), &mut out).unwrap();
+    assert!(
+        out.is_empty(),
+        "rows are emitted at barriers and watermarks"
+    );
+}
+
+fn watermark(operator: &mut dyn Operator, value: i64) -> Vec<String> {
+    let mut out = Vec::new();
+    operator
+        .process_watermark(Watermark { column: 1, value }, &mut out)
+        .unwrap();
+    render(out)
+}
+
+#[test]
+fn is_chosen_only_for_windowed_append_only_groups() {
+    assert!(WindowedAggregateOperator::supports(&plan(false)));
+    let mut retracting = plan(false);
+    retracting.input_append_only = false;
+    assert!(!WindowedAggregateOperator::supports(&retracting));
+    let mut unwindowed = plan(false);
+    unwindowed.window = None;
+    assert!(!WindowedAggregateOperator::supports(&unwindowed));
+}
+
+#[test]
+fn emits_inserts_then_changed_groups_as_update_pairs() {
+    let store = MemStore::default();
+    let mut operator = WindowedAggregateOperator::new(plan(false), STATE, &store).unwrap();
+    // One chunk across two windows.
+    push(&mut operator, "+ 1 10 5\n+ 2 10 7\n+ 1 20 3\n+ 1 10 9");
+    assert_eq!(
+        barrier(&mut operator, &store, 1),
+        vec!["+ 1 10 2 9", "+ 2 10 1 7", "+ 1 20 1 3"]
+    );
+    // Group (1, 10) changes, (2, 10) is untouched, (3, 10) is new.
+    push(&mut operator, "+ 1 10 4\n+ 3 10 1");
+    assert_eq!(
+        barrier(&mut operator, &store, 2),
+        vec!["U- 1 10 2 9", "U+ 1 10 3 9", "+ 3 10 1 1"]
+    );
+    // Nothing new: nothing emitted, nothing written.
+    assert!(barrier(&mut operator, &store, 3).is_empty());
+    assert_eq!(
+        store.scan_table(STATE).unwrap().len(),
+        2,
+        "one page per window"
+    );
+}
+
+#[test]
+fn restored_state_continues_exactly_and_closed_windows_leave_no_state() {
+    let store = MemStore::default();
+    let mut operator = WindowedAggregateOperator::new(plan(false), STATE, &store).unwrap();
+    push(&mut operator, "+ 1 10 5\n+ 2 20 7");
+    barrier(&mut operator, &store, 1);
+    // Uncommitted input is lost with the operator, as in a crash.
+    push(&mut operator, "+ 1 10 1000");
+    drop(operator);
+
+    let mut restored = WindowedAggregateOperator::new(plan(false), STATE, &store).unwrap();
+    assert_eq!(restored.state_rows(), 2);
+    assert_eq!(restored.open_windows(), 2);
+    push(&mut restored, "+ 1 10 6\n+ 2 20 1");
+    // The watermark closes window 10: its change is emitted as it closes.
+    assert_eq!(
+        watermark(&mut restored, 10),
+        vec!["U- 1 10 1 5", "U+ 1 10 2 6"]
+    );
+    assert_eq!(
+        barrier(&mut restored, &store, 2),
+        vec!["U- 2 20 1 7", "U+ 2 20 2 7"]
+    );
+    assert_eq!(restored.open_windows(), 1);
+    assert_eq!(
+        store.scan_table(STATE).unwrap().len(),
+        1,
+        "window 10's page is gone"
+    );
+}
+
+#[test]
+fn emit_on_window_close_emits_each_group_once_when_its_window_closes() {
+    let store = MemStore::default();
+    let mut operator = WindowedAggregateOperator::new(plan(true), STATE, &store).unwrap();
+    push(&mut operator, "+ 1 10 5\n+ 2 10 7\n+ 1 20 3");
+    assert!(barrier(&mut operator, &store, 1).is_empty());
+    push(&mut operator, "+ 1 10 8");
+    assert!(
+        watermark(&mut operator, 9).is_empty(),
+        "window 10 is still open"
+    );
+    drop(operator);
+    // The last input was not committed: after a restart window 10 closes without it.
+    let mut restored = WindowedAggregateOperator::new(plan(true), STATE, &store).unwrap();
+    assert_eq!(
+        watermark(&mut restored, 15),
+        vec!["+ 1 10 1 5", "+ 2 10 1 7"]
+    );
+    barrier(&mut restored, &store, 2);
+    assert_eq!(watermark(&mut restored, 20), vec!["+ 1 20 1 3"]);
+    barrier(&mut restored, &store, 3);
+    assert!(store.scan_table(STATE).unwrap().is_empty());
+}
+
+#[test]
+fn agrees_with_the_general_operator_over_many_groups_and_pages() {
+    let store = MemStore::default();
+    let general_store = MemStore::default();
+    let mut windowed = WindowedAggregateOperator::new(plan(false), STATE, &store).unwrap();
+    let mut general = AggregateOperator::new(plan(false), STATE, &general_store).unwrap();
+    let mut epoch = 0;
+    for round in 0..4i64 {
+        // 10,000 groups over three windows: several state pages per window.
+        let text: String = (0..12_000i64)
+            .map(|i| {
+                format!(
+                    "+ {} {} {}\n",
+                    (i * 7 + round) % 10_000,
+                    10 * (i % 3),
+                    i % 97
+                )
+            })
+            .collect();
+        push(&mut windowed, &text);
+        push(&mut general, &text);
+        epoch += 1;
+        let mut a = barrier(&mut windowed, &store, epoch);
+        let mut b = barrier(&mut general, &general_store, epoch);
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "round {round}");
+        if round == 1 {
+            windowed = WindowedAggregateOperator::new(plan(false), STATE, &store).unwrap();
+        }
+    }
+    assert!(store.scan_table(STATE).unwrap().len() >= 6);
+}
