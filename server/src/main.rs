@@ -53,6 +53,10 @@ struct Args {
     /// How often an epoch is committed while changes are pending (e.g. `1s`, `250ms`).
     #[arg(long, env = "EDDY_CHECKPOINT_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration)]
     checkpoint_interval: Duration,
+    /// Memory for the store's page cache, in MiB (more keeps more of large views' index in
+    /// memory; less lowers the server's footprint).
+    #[arg(long, env = "EDDY_STORE_CACHE_MIB", default_value_t = eddy_storage::store::DEFAULT_CACHE_MIB)]
+    store_cache_mib: u64,
     /// Create (unless present) a Nexmark `bid` source and a live `hot_auctions` view.
     #[arg(long, env = "EDDY_DEMO")]
     demo: bool,
@@ -84,7 +88,7 @@ async fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data directory {}", args.data_dir.display()))?;
     let store: Arc<dyn Store> = Arc::new(
-        SledStore::open(&args.data_dir)
+        SledStore::open_with_cache(&args.data_dir, args.store_cache_mib << 20)
             .with_context(|| format!("cannot open the store in {}", args.data_dir.display()))?,
     );
     let engine = EngineHandle::start(store.clone(), args.checkpoint_interval)?;

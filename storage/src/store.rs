@@ -19,8 +19,8 @@ pub trait Store: Send + Sync {
     fn size_on_disk(&self) -> u64;
 }
 
-/// sled's page cache.
-const CACHE_BYTES: u64 = 64 * 1024 * 1024;
+/// sled's page cache, by default.
+pub const DEFAULT_CACHE_MIB: u64 = 32;
 
 /// The sled-backed store.
 ///
@@ -45,11 +45,16 @@ const REDO_KEY: &[u8] = b"last-epoch";
 
 impl SledStore {
     pub fn open(dir: &Path) -> Result<Self> {
+        Self::open_with_cache(dir, DEFAULT_CACHE_MIB << 20)
+    }
+
+    /// Opens the store with a page cache of `cache_bytes`.
+    pub fn open_with_cache(dir: &Path, cache_bytes: u64) -> Result<Self> {
         let db = sled::Config::new()
             .path(dir)
             // sled's default page cache is 1 GiB; views are scanned whole, not probed, so a
             // small cache costs little and keeps memory bounded.
-            .cache_capacity(CACHE_BYTES)
+            .cache_capacity(cache_bytes)
             // Every commit flushes itself: no background flusher competing for a core.
             .flush_every_ms(None)
             .open()?;
