@@ -85,7 +85,10 @@ impl KafkaConnector {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("enable.partition.eof", "false")
-            .set("socket.connection.setup.timeout.ms", "5000");
+            .set("socket.connection.setup.timeout.ms", "5000")
+            // librdkafka's default lets a fetch wait 500 ms for data; a broker that does not
+            // answer early when data arrives then adds up to that to every row's freshness.
+            .set("fetch.wait.max.ms", "100");
         // Any other properties.* go to librdkafka as they are.
         for (key, value) in &spec.options {
             if let Some(property) = key.strip_prefix("properties.") {
