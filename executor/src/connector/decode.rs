@@ -5,16 +5,20 @@
 //! read as text first and then parsed as RFC 3339, `YYYY-MM-DD HH:MM:SS[.ffffff]` or epoch
 //! milliseconds (all digits), vectorized.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, StringArray,
+    Array, ArrayRef, AsArray, BooleanArray, Int64Array, PrimitiveArray, RecordBatch, StringArray,
 };
 use datafusion::arrow::compute::{
     cast_with_options, concat_batches, filter_record_batch, CastOptions,
 };
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::arrow::datatypes::{
+    ArrowTimestampType, DataType, Field, Schema, SchemaRef, TimeUnit, TimestampMicrosecondType,
+    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
+};
 use datafusion::arrow::error::ArrowError;
+use datafusion::arrow::json::reader::Decoder as JsonDecoder;
 
 use super::Encode;
 
@@ -24,7 +28,13 @@ pub struct Decoder {
     /// The same, with timestamp columns as text.
     text_schema: SchemaRef,
     encode: Encode,
+    /// A JSON decoder kept between batches so that its buffers are reused, with the most
+    /// rows it takes per batch; dropped after any error (its state is then unknown).
+    json: Mutex<Option<(usize, JsonDecoder)>>,
 }
+
+/// Rows a kept JSON decoder takes per batch at least (more when a batch needs it).
+const JSON_BATCH_ROWS: usize = 8192;
 
 /// Decoded rows, and why the other messages could not be decoded.
 pub struct Decoded {
@@ -52,6 +62,7 @@ impl Decoder {
             schema,
             text_schema,
             encode,
+            json: Mutex::new(None),
         }
     }
 
@@ -60,7 +71,11 @@ impl Decoder {
     }
 
     pub fn decode(&self, messages: &[&[u8]]) -> Decoded {
-        let (text_rows, good, mut bad) = match self.decode_text(messages) {
+        let batch = match self.encode {
+            Encode::Json => self.decode_json_batch(messages),
+            Encode::Csv { .. } => self.decode_text(messages),
+        };
+        let (text_rows, good, mut bad) = match batch {
             Ok(rows) => (rows, (0..messages.len()).collect(), Vec::new()),
             Err(_) => self.decode_one_by_one(messages),
         };
@@ -92,15 +107,38 @@ impl Decoder {
         }
     }
 
+    /// All messages through the kept JSON decoder. Fails unless each message is exactly one
+    /// JSON object (the caller then decodes them one by one, which finds the culprits).
+    fn decode_json_batch(&self, messages: &[&[u8]]) -> Result<RecordBatch, ArrowError> {
+        let mut kept = self
+            .json
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut decoder = match kept.take() {
+            Some((rows, decoder)) if rows >= messages.len() => (rows, decoder),
+            _ => {
+                let rows = messages.len().max(JSON_BATCH_ROWS);
+                (rows, self.json_decoder(rows)?)
+            }
+        };
+        let batch = fill_json(&mut decoder.1, messages, &self.text_schema)?;
+        // Only a decoder that finished cleanly is reused: an error leaves its tape dirty.
+        *kept = Some(decoder);
+        Ok(batch)
+    }
+
+    fn json_decoder(&self, rows: usize) -> Result<JsonDecoder, ArrowError> {
+        datafusion::arrow::json::ReaderBuilder::new(self.text_schema.clone())
+            .with_strict_mode(false)
+            .with_coerce_primitive(true)
+            .with_batch_size(rows.max(1))
+            .build_decoder()
+    }
+
     fn decode_text(&self, messages: &[&[u8]]) -> Result<RecordBatch, ArrowError> {
         match &self.encode {
             Encode::Json => {
-                let mut decoder =
-                    datafusion::arrow::json::ReaderBuilder::new(self.text_schema.clone())
-                        .with_strict_mode(false)
-                        .with_coerce_primitive(true)
-                        .with_batch_size(messages.len().max(1))
-                        .build_decoder()?;
+                let mut decoder = self.json_decoder(messages.len())?;
                 for message in messages {
                     if !looks_like_object(message) {
                         return Err(ArrowError::JsonError("not a JSON object".into()));
@@ -133,9 +171,15 @@ impl Decoder {
                     if line.contains(&b'\n') {
                         return Err(ArrowError::CsvError("one CSV row per message".into()));
                     }
-                    let mut owned = line.to_vec();
-                    owned.push(b'\n');
-                    let mut rest: &[u8] = &owned;
+                    // The decoder needs the row ended by exactly one newline; most messages
+                    // (file lines) already are.
+                    let owned;
+                    let mut rest: &[u8] = if message.len() == line.len() + 1 {
+                        message
+                    } else {
+                        owned = [line, b"\n"].concat();
+                        &owned
+                    };
                     while !rest.is_empty() {
                         let used = decoder.decode(rest)?;
                         if used == 0 {
@@ -222,6 +266,28 @@ impl Decoder {
     }
 }
 
+/// Feeds each message to `decoder` on its own and checks that it added exactly one whole
+/// object, so a row always belongs to its message (an object split over two messages, or two
+/// objects in one, cannot even out).
+fn fill_json(
+    decoder: &mut JsonDecoder,
+    messages: &[&[u8]],
+    schema: &SchemaRef,
+) -> Result<RecordBatch, ArrowError> {
+    for (i, message) in messages.iter().enumerate() {
+        if !looks_like_object(message) {
+            return Err(ArrowError::JsonError("not a JSON object".into()));
+        }
+        let used = decoder.decode(message)?;
+        if used != message.len() || decoder.has_partial_record() || decoder.len() != i + 1 {
+            return Err(ArrowError::JsonError("one JSON object per message".into()));
+        }
+    }
+    Ok(decoder
+        .flush()?
+        .unwrap_or_else(|| RecordBatch::new_empty(schema.clone())))
+}
+
 fn looks_like_object(message: &[u8]) -> bool {
     message.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
 }
@@ -244,6 +310,9 @@ fn parse_timestamp_column(
         let digits = s.strip_prefix('-').unwrap_or(s);
         !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
     };
+    if let Some(parsed) = parse_plain_timestamps(strings, unit, &zone) {
+        return Ok(parsed);
+    }
     let target = DataType::Timestamp(*unit, zone.clone());
     let safe = CastOptions {
         safe: true,
@@ -285,10 +354,178 @@ fn parse_timestamp_column(
     cast_with_options(strings, &target, &safe)
 }
 
+/// The common case without chrono: every value a plain date-time that [`plain_timestamp`]
+/// reads. `None` when any value is not (epoch millis, other forms, bad values): the caller
+/// then takes the general path for the whole column, so results never depend on which path
+/// ran.
+fn parse_plain_timestamps(
+    strings: &StringArray,
+    unit: &TimeUnit,
+    zone: &Option<Arc<str>>,
+) -> Option<ArrayRef> {
+    // A value without an offset is in the column's zone; read it here only when that is UTC.
+    let naive_is_utc = match zone.as_deref() {
+        None => true,
+        Some(zone) => matches!(zone, "+00:00" | "UTC"),
+    };
+    match unit {
+        TimeUnit::Second => plain_column::<TimestampSecondType>(strings, naive_is_utc, zone),
+        TimeUnit::Millisecond => {
+            plain_column::<TimestampMillisecondType>(strings, naive_is_utc, zone)
+        }
+        TimeUnit::Microsecond => {
+            plain_column::<TimestampMicrosecondType>(strings, naive_is_utc, zone)
+        }
+        TimeUnit::Nanosecond => {
+            plain_column::<TimestampNanosecondType>(strings, naive_is_utc, zone)
+        }
+    }
+}
+
+fn plain_column<T: ArrowTimestampType>(
+    strings: &StringArray,
+    naive_is_utc: bool,
+    zone: &Option<Arc<str>>,
+) -> Option<ArrayRef> {
+    let per_second: i64 = match T::UNIT {
+        TimeUnit::Second => 1,
+        TimeUnit::Millisecond => 1_000,
+        TimeUnit::Microsecond => 1_000_000,
+        TimeUnit::Nanosecond => 1_000_000_000,
+    };
+    let mut values = Vec::with_capacity(strings.len());
+    let mut last_minute = None;
+    for row in 0..strings.len() {
+        if strings.is_null(row) {
+            values.push(0);
+            continue;
+        }
+        let text = strings.value(row).as_bytes();
+        let (seconds, nanos) = plain_timestamp(text, naive_is_utc, &mut last_minute)?;
+        let sub = i64::from(nanos) / (1_000_000_000 / per_second);
+        values.push(seconds.checked_mul(per_second)?.checked_add(sub)?);
+    }
+    let array = PrimitiveArray::<T>::new(values.into(), strings.nulls().cloned());
+    Some(Arc::new(array.with_timezone_opt(zone.clone())))
+}
+
+/// A minute read before: `YYYY-MM-DD?HH:MM` and its seconds since the epoch. Consecutive
+/// values mostly share it, and then only the seconds need reading.
+struct Minute {
+    text: [u8; 16],
+    seconds: i64,
+}
+
+/// Reads `YYYY-MM-DD[T| ]HH:MM:SS[.f{1,9}][Z|±HH:MM]` as seconds since the epoch (UTC) and
+/// nanoseconds, the way arrow's parser does; `None` for anything else or anything arrow might
+/// read differently (leap seconds, odd offsets, a value without offset when `naive_is_utc` is
+/// false), which the general path then handles.
+fn plain_timestamp(
+    s: &[u8],
+    naive_is_utc: bool,
+    last_minute: &mut Option<Minute>,
+) -> Option<(i64, u32)> {
+    fn digits(s: &[u8]) -> Option<u32> {
+        s.iter().try_fold(0u32, |n, &b| {
+            b.is_ascii_digit().then(|| n * 10 + u32::from(b - b'0'))
+        })
+    }
+    if s.len() < 19 || s[16] != b':' {
+        return None;
+    }
+    let minute = match last_minute {
+        Some(minute) if minute.text == s[..16] => minute.seconds,
+        _ => {
+            if s[4] != b'-' || s[7] != b'-' || !matches!(s[10], b'T' | b't' | b' ') || s[13] != b':'
+            {
+                return None;
+            }
+            let year = digits(&s[0..4])?;
+            let month = digits(&s[5..7])?;
+            let day = digits(&s[8..10])?;
+            let hour = digits(&s[11..13])?;
+            let minute = digits(&s[14..16])?;
+            if !(1..=12).contains(&month)
+                || day == 0
+                || day > days_in_month(year, month)
+                || hour > 23
+                || minute > 59
+            {
+                return None;
+            }
+            let seconds =
+                days_since_epoch(year, month, day) * 86_400 + i64::from(hour * 3600 + minute * 60);
+            let text = s[..16].try_into().ok()?;
+            *last_minute = Some(Minute { text, seconds });
+            seconds
+        }
+    };
+    let second = digits(&s[17..19])?;
+    if second > 59 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    let mut nanos = 0;
+    if let Some(fraction) = rest.strip_prefix(b".") {
+        let count = fraction.iter().take_while(|b| b.is_ascii_digit()).count();
+        if count == 0 || count > 9 {
+            return None;
+        }
+        nanos = digits(&fraction[..count])? * 10u32.pow(9 - count as u32);
+        rest = &fraction[count..];
+    }
+    let offset = match rest {
+        [] if naive_is_utc => 0,
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let hours = digits(&[*h1, *h2])?;
+            let minutes = digits(&[*m1, *m2])?;
+            if hours > 23 || minutes > 59 {
+                return None;
+            }
+            let offset = i64::from(hours * 3600 + minutes * 60);
+            if *sign == b'+' {
+                offset
+            } else {
+                -offset
+            }
+        }
+        _ => return None,
+    };
+    Some((minute + i64::from(second) - offset, nanos))
+}
+
+fn days_in_month(year: u32, month: u32) -> u32 {
+    match month {
+        2 if year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400)) => {
+            29
+        }
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days from 1970-01-01 to a (valid, proleptic Gregorian) date.
+fn days_since_epoch(year: u32, month: u32, day: u32) -> i64 {
+    // Years counted from March, so that February (and its leap day) ends the year.
+    let (year, month) = if month <= 2 {
+        (i64::from(year) - 1, i64::from(month) + 9)
+    } else {
+        (i64::from(year), i64::from(month) - 3)
+    };
+    let leap_days = year.div_euclid(4) - year.div_euclid(100) + year.div_euclid(400);
+    // Days before each month from March: 31, 30, 31, 30, 31 repeating, which (153m + 2) / 5
+    // gives.
+    let before_month = (153 * month + 2) / 5;
+    // 719_468: days from 0000-03-01 to 1970-01-01.
+    year * 365 + leap_days + before_month + i64::from(day) - 1 - 719_468
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::arrow::datatypes::TimestampMicrosecondType;
+    use datafusion::arrow::datatypes::Int64Type;
 
     fn schema() -> SchemaRef {
         Arc::new(Schema::new(vec![
@@ -353,5 +590,223 @@ mod tests {
             .column(2)
             .as_primitive::<TimestampMicrosecondType>();
         assert_eq!(ts.value(1), 1_704_067_203_000_000);
+    }
+
+    #[test]
+    fn a_kept_decoder_across_batches_good_and_bad() {
+        let decoder = Decoder::new(schema(), Encode::Json);
+        for round in 0..3 {
+            let good: Vec<&[u8]> = vec![
+                br#"{"id": 1, "ts": "2024-01-01T00:00:01Z"}"#,
+                b"\n  {\"id\": 2, \"name\": \"b\"}\n",
+            ];
+            let decoded = decoder.decode(&good);
+            assert_eq!(decoded.good, vec![0, 1], "round {round}");
+            assert_eq!(decoded.rows.num_rows(), 2);
+            // A failed batch must not leave rows behind in the kept decoder.
+            let bad: Vec<&[u8]> = vec![br#"{"id": 3}"#, br#"{"id": "x"}"#, br#"{"id": 5"#];
+            let decoded = decoder.decode(&bad);
+            assert_eq!(decoded.good, vec![0]);
+            assert_eq!(decoded.rows.num_rows(), 1);
+            assert_eq!(
+                decoded.rows.column(0).as_primitive::<Int64Type>().value(0),
+                3
+            );
+        }
+    }
+
+    #[test]
+    fn rows_never_shift_between_messages() {
+        // Two objects in one message and one object over two messages: as many rows as
+        // messages, yet every message is bad on its own.
+        let decoder = Decoder::new(schema(), Encode::Json);
+        let messages: Vec<&[u8]> = vec![br#"{"id": 1}{"id": 2"#, b"}", br#"{"id": 3}"#];
+        let decoded = decoder.decode(&messages);
+        assert_eq!(decoded.good, vec![2]);
+        assert_eq!(
+            decoded.bad.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
+        let ids = decoded.rows.column(0).as_primitive::<Int64Type>();
+        assert_eq!(ids.value(0), 3);
+    }
+
+    #[test]
+    fn batches_larger_than_the_kept_decoder() {
+        let decoder = Decoder::new(schema(), Encode::Json);
+        let texts: Vec<String> = (0..JSON_BATCH_ROWS + 5)
+            .map(|i| format!(r#"{{"id": {i}, "ts": "2024-01-01 00:00:00"}}"#))
+            .collect();
+        let messages: Vec<&[u8]> = texts.iter().map(|t| t.as_bytes()).collect();
+        for _ in 0..2 {
+            let decoded = decoder.decode(&messages);
+            assert!(decoded.bad.is_empty());
+            assert_eq!(decoded.rows.num_rows(), messages.len());
+            let ids = decoded.rows.column(0).as_primitive::<Int64Type>();
+            assert_eq!(ids.value(JSON_BATCH_ROWS + 4), (JSON_BATCH_ROWS + 4) as i64);
+        }
+        let decoded = decoder.decode(&messages[..3]);
+        assert_eq!(decoded.rows.num_rows(), 3);
+    }
+
+    #[test]
+    fn timestamps_with_and_without_the_plain_path() {
+        // A column of plain date-times takes the quick path; one epoch-millis value sends the
+        // whole column down the general one. Both give the same values.
+        let decoder = Decoder::new(schema(), Encode::Json);
+        let plain: Vec<&[u8]> = vec![
+            br#"{"ts": "2015-07-15T00:00:00.000Z"}"#,
+            br#"{"ts": "2024-02-29 23:59:59.999999"}"#,
+            br#"{"ts": null}"#,
+            br#"{"ts": "1969-12-31T23:59:59.5-01:30"}"#,
+        ];
+        let mixed: Vec<&[u8]> = plain.iter().copied().chain([&b"{\"ts\": 0}"[..]]).collect();
+        let expected = [
+            Some(1_436_918_400_000_000),
+            Some(1_709_251_199_999_999),
+            None,
+            Some(5_399_500_000),
+        ];
+        for messages in [plain, mixed] {
+            let decoded = decoder.decode(&messages);
+            assert!(decoded.bad.is_empty(), "{:?}", decoded.bad);
+            let ts = decoded
+                .rows
+                .column(2)
+                .as_primitive::<TimestampMicrosecondType>();
+            for (row, want) in expected.iter().enumerate() {
+                assert_eq!(ts.is_valid(row).then(|| ts.value(row)), *want, "row {row}");
+            }
+        }
+    }
+
+    fn numbers(timestamps: &ArrayRef) -> Int64Array {
+        let numbers = cast_with_options(timestamps, &DataType::Int64, &CastOptions::default());
+        numbers.unwrap().as_primitive::<Int64Type>().clone()
+    }
+
+    #[test]
+    fn the_plain_timestamp_path_agrees_with_arrow() {
+        let mut texts = Vec::new();
+        for year in [
+            "0000", "0001", "0004", "1600", "1899", "1900", "1969", "1970", "2000", "2024", "2100",
+            "2262", "9999",
+        ] {
+            for month in ["00", "01", "02", "03", "04", "12", "13"] {
+                for day in ["00", "01", "28", "29", "30", "31", "32"] {
+                    for time in ["00:00:00", "23:59:59", "12:34:56", "24:00:00", "23:59:60"] {
+                        for separator in ["T", "t", " ", "x"] {
+                            for fraction in ["", ".5", ".123", ".123456", ".123456789", "."] {
+                                for suffix in
+                                    ["", "Z", "z", "+05:30", "-08:00", "+23:59", "+0530", " Z"]
+                                {
+                                    texts.push(format!(
+                                        "{year}-{month}-{day}{separator}{time}{fraction}{suffix}"
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        texts.extend(
+            [
+                "2024-01-01",
+                "2024-01-01T00:00:00.1234567891Z",
+                "2024-01-01T00:00:00+24:00",
+                "2024-01-01T00:00:00-00:60",
+                "2024-01-01T000000",
+                " 2024-01-01T00:00:00",
+                "+024-01-01T00:00:00",
+                "1704067200000",
+            ]
+            .map(String::from),
+        );
+        let strings = StringArray::from_iter_values(&texts);
+        let safe = CastOptions {
+            safe: true,
+            ..Default::default()
+        };
+        let mut quick = 0;
+        for unit in [
+            TimeUnit::Second,
+            TimeUnit::Millisecond,
+            TimeUnit::Microsecond,
+            TimeUnit::Nanosecond,
+        ] {
+            for zone in [None, Some(Arc::<str>::from("+00:00"))] {
+                let target = DataType::Timestamp(unit, zone.clone());
+                let arrow = numbers(&cast_with_options(&strings, &target, &safe).unwrap());
+                let mut accepted = Vec::new();
+                for (row, text) in texts.iter().enumerate() {
+                    let one = StringArray::from(vec![text.as_str()]);
+                    let Some(ours) = parse_plain_timestamps(&one, &unit, &zone) else {
+                        continue;
+                    };
+                    assert_eq!(ours.data_type(), &target);
+                    let ours = numbers(&ours);
+                    assert!(arrow.is_valid(row), "{text} ({unit:?}): arrow refuses it");
+                    assert_eq!(ours.value(0), arrow.value(row), "{text} ({unit:?})");
+                    accepted.push((text.as_str(), arrow.value(row)));
+                }
+                // The same values in one column, where neighbours share their minute.
+                let column = StringArray::from_iter_values(accepted.iter().map(|(t, _)| t));
+                let ours = numbers(&parse_plain_timestamps(&column, &unit, &zone).unwrap());
+                for (row, (text, value)) in accepted.iter().enumerate() {
+                    assert_eq!(ours.value(row), *value, "{text} ({unit:?}) in a column");
+                }
+                quick += accepted.len();
+            }
+        }
+        // Most well-formed values take the quick path (so this test compares something).
+        assert!(quick > 100_000, "{quick}");
+    }
+
+    /// Decoding speed on a file of Nexmark bids:
+    /// `EDDY_DECODE_BENCH=bids.jsonl cargo test --release -p eddy-executor decode_throughput
+    /// -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn decode_throughput() {
+        let Ok(path) = std::env::var("EDDY_DECODE_BENCH") else {
+            return;
+        };
+        let data = std::fs::read(path).unwrap();
+        let lines: Vec<&[u8]> = data.split_inclusive(|&b| b == b'\n').collect();
+        let text = |name| Field::new(name, DataType::Utf8, true);
+        let number = |name| Field::new(name, DataType::Int64, true);
+        let schema = Arc::new(Schema::new(vec![
+            number("auction"),
+            number("bidder"),
+            number("price"),
+            text("channel"),
+            text("url"),
+            Field::new(
+                "date_time",
+                DataType::Timestamp(TimeUnit::Microsecond, None),
+                true,
+            ),
+            text("extra"),
+        ]));
+        // This thread's time on a CPU (the machine may be busy with other work).
+        let cpu_nanos = || -> u64 {
+            let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+            stat.split(' ').next().unwrap().parse().unwrap()
+        };
+        let decoder = Decoder::new(schema, Encode::Json);
+        for _ in 0..5 {
+            let start = cpu_nanos();
+            let mut rows = 0;
+            for batch in lines.chunks(8192) {
+                rows += decoder.decode(batch).rows.num_rows();
+            }
+            let cpu = cpu_nanos() - start;
+            assert_eq!(rows, lines.len());
+            println!(
+                "{rows} rows: {:.1} ns of CPU a row",
+                cpu as f64 / rows as f64
+            );
+        }
     }
 }
