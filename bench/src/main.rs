@@ -19,6 +19,7 @@ mod kafka_load;
 mod nexmark;
 mod process;
 mod queries;
+mod startup;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -42,6 +43,8 @@ enum Command {
     Drain(drain::DrainArgs),
     /// An hour of event time through 1 s TUMBLE and 10 s SESSION views: state, disk and RSS.
     Bounded(bounded::BoundedArgs),
+    /// Exec to accepting connections, fresh and restoring a view.
+    Startup(startup::StartupArgs),
 }
 
 #[tokio::main]
@@ -52,5 +55,6 @@ async fn main() -> Result<()> {
         Command::Freshness(args) => freshness::run(args).await,
         Command::Drain(args) => drain::run(args).await,
         Command::Bounded(args) => bounded::run(args).await,
+        Command::Startup(args) => startup::run(args).await,
     }
 }
