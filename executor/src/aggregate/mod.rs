@@ -245,13 +245,7 @@ impl Operator for AggregateOperator {
     }
 
     fn process_chunk(&mut self, chunk: StreamChunk, _out: &mut Vec<Message>) -> Result<()> {
-        let rows = chunk.len();
-        let group_columns = self
-            .plan
-            .group_exprs
-            .iter()
-            .map(|e| e.evaluate(&chunk.batch)?.into_array(rows))
-            .collect::<Result<Vec<_>, _>>()?;
+        let group_columns = group_columns(&self.plan, &chunk.batch)?;
         let inputs = AggregateInputs::evaluate(&self.plan, &chunk.batch)?;
         let window_ends = self.window_ends(&group_columns)?;
         let keys = if group_columns.is_empty() {
@@ -446,6 +440,16 @@ impl AggregateInputs {
         }
         Ok(Some(take_all(&self.arguments[index], &kept)?))
     }
+}
+
+/// The GROUP BY columns of a batch.
+fn group_columns(plan: &AggregatePlan, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+    let rows = batch.num_rows();
+    Ok(plan
+        .group_exprs
+        .iter()
+        .map(|e| e.evaluate(batch)?.into_array(rows))
+        .collect::<Result<Vec<_>, _>>()?)
 }
 
 /// One group's rows in a chunk: insert indices, retract indices, and its first row.

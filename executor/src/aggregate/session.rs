@@ -18,7 +18,7 @@ use eddy_planner::{AggregatePlan, SessionWindow};
 use eddy_storage::{EpochBatch, RowCodec, Store, TableId};
 
 use super::state::{rebuild_after_state, StateCodec};
-use super::{evaluate_all, internal, new_accumulators, AggregateInputs, Group};
+use super::{evaluate_all, group_columns, internal, new_accumulators, AggregateInputs, Group};
 use crate::{Barrier, ExecError, Message, Op, Operator, Result, StreamChunk, Watermark};
 
 /// One open session of one partition (its start is the map key it is stored under).
@@ -362,12 +362,7 @@ impl Operator for SessionAggregateOperator {
             ));
         }
         let rows = chunk.len();
-        let group_columns = self
-            .plan
-            .group_exprs
-            .iter()
-            .map(|e| e.evaluate(&chunk.batch)?.into_array(rows))
-            .collect::<Result<Vec<_>, _>>()?;
+        let group_columns = group_columns(&self.plan, &chunk.batch)?;
         let inputs = AggregateInputs::evaluate(&self.plan, &chunk.batch)?;
         // The window operator gave each row its own session [t, t + gap).
         let times: Int64Array = match (self.window.start_index, self.window.end_index) {

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    new_empty_array, Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array,
+    new_empty_array, Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array,
 };
 use datafusion::arrow::compute::kernels::cmp::distinct;
 use datafusion::arrow::compute::{cast, concat, filter, interleave, or, take};
@@ -26,7 +26,7 @@ use eddy_planner::window::to_micros;
 use eddy_planner::{AggregatePlan, WindowBound};
 use eddy_storage::{EpochBatch, RowCodec, StorageError, Store, TableId};
 
-use super::{internal, AggregateInputs};
+use super::{group_columns, internal, AggregateInputs};
 use crate::{Barrier, ExecError, Message, Op, Operator, Result, StreamChunk, Watermark};
 
 /// Groups per persisted state page. sled writes a node (up to 16 entries) larger than 128 KiB
@@ -181,6 +181,17 @@ impl WindowedAggregateOperator {
             self.windows.insert(end, window);
         }
         Ok(())
+    }
+
+    /// The open window ending at `end`, opened if it is new.
+    fn window_mut(&mut self, end: i64) -> Result<&mut WindowGroups> {
+        if !self.windows.contains_key(&end) {
+            let window = self.new_window()?;
+            self.windows.insert(end, window);
+        }
+        self.windows
+            .get_mut(&end)
+            .ok_or_else(|| internal("window vanished"))
     }
 
     /// The end (micros) of each row's window; NULL windows never close.
@@ -423,12 +434,7 @@ impl Operator for WindowedAggregateOperator {
             return Err(internal("the windowed aggregate received a retraction"));
         }
         let rows = chunk.len();
-        let group_columns = self
-            .plan
-            .group_exprs
-            .iter()
-            .map(|e| e.evaluate(&chunk.batch)?.into_array(rows))
-            .collect::<Result<Vec<_>, _>>()?;
+        let group_columns = group_columns(&self.plan, &chunk.batch)?;
         let inputs = AggregateInputs::evaluate(&self.plan, &chunk.batch)?;
         let ends = self.window_ends(&group_columns)?;
         let mut indices = Vec::with_capacity(rows);
@@ -437,15 +443,7 @@ impl Operator for WindowedAggregateOperator {
             let Some(&end) = ends.first() else {
                 return Ok(());
             };
-            if !self.windows.contains_key(&end) {
-                let window = self.new_window()?;
-                self.windows.insert(end, window);
-            }
-            let window = self
-                .windows
-                .get_mut(&end)
-                .ok_or_else(|| internal("window"))?;
-            return window.update(
+            return self.window_mut(end)?.update(
                 &group_columns,
                 &inputs.arguments,
                 &inputs.filters,
@@ -475,25 +473,11 @@ impl Operator for WindowedAggregateOperator {
                 .iter()
                 .map(|f| -> Result<Option<BooleanArray>> {
                     let Some(f) = f else { return Ok(None) };
-                    let taken = take(f, &rows, None)?;
-                    Ok(Some(
-                        taken
-                            .as_any()
-                            .downcast_ref::<BooleanArray>()
-                            .ok_or_else(|| internal("filter mask"))?
-                            .clone(),
-                    ))
+                    Ok(Some(take(f, &rows, None)?.as_boolean().clone()))
                 })
                 .collect::<Result<Vec<_>>>()?;
-            if !self.windows.contains_key(&end) {
-                let window = self.new_window()?;
-                self.windows.insert(end, window);
-            }
-            let window = self
-                .windows
-                .get_mut(&end)
-                .ok_or_else(|| internal("window"))?;
-            window.update(&group_part, &arguments, &filters, &mut indices)?;
+            self.window_mut(end)?
+                .update(&group_part, &arguments, &filters, &mut indices)?;
         }
         Ok(())
     }
