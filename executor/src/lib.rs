@@ -8,9 +8,10 @@
 //! - [`table`]: a table as a source: DML → changelog chunks, watermarks and late rows.
 //! - [`watermark`]: per-split event-time watermarks and lateness.
 //! - [`operator`]: the small `Operator` trait every incremental operator implements.
-//! - [`operators`]: filter, project, window assignment, materialize — one per file.
+//! - [`operators`]: input, filter, project, window assignment, materialize — one per file.
 //! - [`aggregate`]: keyed incremental aggregation over DataFusion accumulators.
-//! - [`pipeline`]: one view's operators, driven message by message.
+//! - [`join`]: equi-joins over changelogs (inner, outer, semi, anti, mark), state by join key.
+//! - [`graph`]: one view's operators as a tree, driven message by message, barriers aligned.
 //! - [`engine`]: the epoch loop: applies DML, runs barriers, commits each epoch atomically.
 
 pub mod aggregate;
@@ -19,9 +20,10 @@ pub mod connector;
 pub mod engine;
 pub mod error;
 pub mod feed;
+pub mod graph;
+pub mod join;
 pub mod operator;
 pub mod operators;
-pub mod pipeline;
 pub mod stats;
 pub mod table;
 pub mod watermark;
@@ -30,4 +32,4 @@ pub use chunk::{Barrier, Message, Op, StreamChunk, Watermark};
 pub use engine::{EngineHandle, TableDef, TableKey};
 pub use error::{ExecError, Result};
 pub use operator::Operator;
-pub use stats::{EngineStats, TableStats, ViewStats};
+pub use stats::{EngineStats, JoinSideStats, TableStats, ViewStats};
