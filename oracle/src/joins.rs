@@ -136,8 +136,8 @@ impl JoinCase {
             changes.push(step);
         }
         let mut steps = changes;
-        for view in 0..views.len() {
-            let earliest = views[view]
+        for (view, spec) in views.iter().enumerate() {
+            let earliest = spec
                 .reads
                 .iter()
                 .map(|&r| {
