@@ -46,12 +46,7 @@ impl Answer {
         table.sort();
         let joined = table
             .iter()
-            .map(|row| {
-                (
-                    row.clone(),
-                    (row.k < LABELED).then(|| format!("k{}", row.k)),
-                )
-            })
+            .map(|row| (*row, (row.k < LABELED).then(|| format!("k{}", row.k))))
             .collect();
         Self {
             windows,
