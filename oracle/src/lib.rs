@@ -6,6 +6,7 @@
 //! - [`case`]: the generator (tables, rows, views, order of events, restarts).
 //! - [`batch`]: the batch side.
 //! - [`joins`]: join cases: keyed tables with updates and deletes, random joins over them.
+//! - [`stream_joins`]: interval and window joins of two watermarked streams, evicting state.
 //!
 //! `cargo test -p eddy-oracle` runs a fixed budget of seeds; `cargo run -p eddy-oracle --bin
 //! oracle-soak -- --seeds 1000` runs a long soak and prints the seed of any failure, which
@@ -14,8 +15,10 @@
 pub mod batch;
 pub mod case;
 pub mod joins;
+pub mod stream_joins;
 
 pub use joins::run_join_case;
+pub use stream_joins::run_stream_join_case;
 
 use anyhow::{bail, Context, Result};
 use eddy_sqllogictest::EddyProcess;

@@ -17,9 +17,13 @@ async fn views_equal_their_batch_queries() {
             eprintln!("{error:#}");
             failures.push(format!("{seed} (joins)"));
         }
+        if let Err(error) = eddy_oracle::run_stream_join_case(seed).await {
+            eprintln!("{error:#}");
+            failures.push(format!("{seed} (stream-joins)"));
+        }
     }
     assert!(
         failures.is_empty(),
-        "oracle seeds failed: {failures:?} (replay one: cargo run -p eddy-oracle --bin oracle-soak -- --first SEED --seeds 1 [--kind joins])"
+        "oracle seeds failed: {failures:?} (replay one: cargo run -p eddy-oracle --bin oracle-soak -- --first SEED --seeds 1 [--kind joins|stream-joins])"
     );
 }

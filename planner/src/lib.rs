@@ -7,6 +7,8 @@
 //!   around sqlparser.
 //! - [`flink_windows`]: Flink's `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), ...))` forms, rewritten
 //!   into Eddy's before parsing.
+//! - [`temporal_joins`]: `FOR SYSTEM_TIME AS OF` and `ASOF JOIN`, rewritten into joins whose
+//!   condition a marker function wraps.
 //! - [`window`]: `TUMBLE` / `HOP` / `CUMULATE` / `SESSION` as DataFusion table functions, and
 //!   the window-assignment kernel shared by batch queries and the streaming window operator.
 //! - [`session`]: sessions in batch, and the rule that partitions them by the GROUP BY keys.
@@ -20,14 +22,16 @@ pub mod flink_windows;
 pub mod session;
 pub mod statement;
 pub mod stream;
+pub mod temporal_joins;
 pub mod window;
 
 pub use error::{PlanError, Result};
 pub use session::SessionPartitionRule;
 pub use statement::{parse_statements, EddyStatement, WatermarkDef};
 pub use stream::{
-    AggregatePlan, JoinClock, JoinOutputKey, JoinPlan, JoinSideInfo, NodeKind, SessionWindow,
-    SourceInfo, StreamCatalog, StreamInput, StreamNode, StreamPlan, WatermarkColumn, WindowBound,
+    AggregatePlan, AsofOrder, AsofPlan, JoinClock, JoinOutputKey, JoinPlan, JoinSideInfo,
+    LookupPlan, NodeKind, SessionWindow, SourceInfo, StreamCatalog, StreamInput, StreamNode,
+    StreamPlan, WatermarkColumn, WindowBound,
 };
 pub use window::{
     WindowFunction, WindowKind, WindowSpec, WindowTableFunction, WindowTableProvider,

@@ -10,6 +10,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 
 use crate::flink_windows::rewrite_flink_windows;
+use crate::temporal_joins::rewrite_temporal_joins;
 use crate::{PlanError, Result};
 
 /// `WATERMARK FOR column AS column - INTERVAL ...`.
@@ -122,7 +123,7 @@ pub fn parse_statements(sql: &str) -> Result<Vec<ParsedStatement>> {
         }
         let text = render(&chunk).trim().to_string();
         statements.push(ParsedStatement {
-            statement: parse_one(rewrite_flink_windows(chunk))?,
+            statement: parse_one(rewrite_temporal_joins(rewrite_flink_windows(chunk))?)?,
             sql: text,
         });
     }

@@ -100,6 +100,10 @@ impl Database {
                 ctx.register_udtf(&name, Arc::new(udtf));
             }
         }
+        // Temporal and ASOF joins' markers (see eddy_planner::temporal_joins).
+        for marker in eddy_planner::temporal_joins::JoinMarker::all() {
+            ctx.register_udf(marker);
+        }
         // Sessions are kept apart by the GROUP BY keys, in batch as in views.
         ctx.add_analyzer_rule(Arc::new(SessionPartitionRule));
         let catalog = ctx

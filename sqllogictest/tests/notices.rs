@@ -147,7 +147,10 @@ async fn join_state_that_grows_forever_is_announced_per_side() {
         .unwrap();
     let got = drain(&mut notices);
     assert_eq!(got.len(), 1, "{got:?}");
-    assert!(got[0].contains("\"named_clicks\" has unbounded state"), "{got:?}");
+    assert!(
+        got[0].contains("\"named_clicks\" has unbounded state"),
+        "{got:?}"
+    );
     assert!(got[0].contains("its left input (\"clicks\")"), "{got:?}");
     assert!(!got[0].contains("right input"), "{got:?}");
     assert!(got[0].contains("BETWEEN"), "{got:?}");

@@ -14,7 +14,8 @@ struct Args {
     /// The first seed.
     #[arg(long, default_value_t = 1)]
     first: u64,
-    /// Which cases: windowed views (`windows`), joins (`joins`) or both (`all`).
+    /// Which cases: windowed views (`windows`), joins (`joins`), time-bounded joins of two
+    /// streams (`stream-joins`) or all of them (`all`).
     #[arg(long, default_value = "all")]
     kind: String,
 }
@@ -26,11 +27,17 @@ async fn main() -> std::process::ExitCode {
     let mut failed = Vec::new();
     for seed in args.first..args.first + args.seeds {
         let mut outcomes = Vec::new();
-        if args.kind != "joins" {
+        if args.kind == "all" || args.kind == "windows" {
             outcomes.push(("windows", eddy_oracle::run_case(seed).await));
         }
-        if args.kind != "windows" {
+        if args.kind == "all" || args.kind == "joins" {
             outcomes.push(("joins", eddy_oracle::run_join_case(seed).await));
+        }
+        if args.kind == "all" || args.kind == "stream-joins" {
+            outcomes.push((
+                "stream-joins",
+                eddy_oracle::run_stream_join_case(seed).await,
+            ));
         }
         for (kind, outcome) in outcomes {
             match outcome {
