@@ -5,6 +5,7 @@
 //! - [`statement`]: splits SQL text into statements and parses Eddy's extensions
 //!   (`WATERMARK FOR`, `APPEND ONLY`, `EMIT ON WINDOW CLOSE`, `FLUSH`, `RECOVER`, `SHOW ...`)
 //!   around sqlparser.
+//! - [`cursor_statement`]: `FETCH` and `MOVE` on a cursor.
 //! - [`flink_windows`]: Flink's `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), ...))` forms, rewritten
 //!   into Eddy's before parsing.
 //! - [`window`]: `TUMBLE` / `HOP` / `CUMULATE` / `SESSION` as DataFusion table functions, and
@@ -14,6 +15,7 @@
 //!   incremental operators.
 //! - [`explain`]: a stream plan as EXPLAIN's text.
 
+pub mod cursor_statement;
 pub mod error;
 pub mod explain;
 pub mod flink_windows;

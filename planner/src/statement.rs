@@ -57,6 +57,8 @@ pub enum EddyStatement {
     ShowTables,
     ShowMaterializedViews,
     ShowSources,
+    /// `FETCH` or `MOVE` on a cursor.
+    Fetch(crate::cursor_statement::FetchStatement),
     /// Anything else: handed to DataFusion (queries, DML, SET, SHOW, EXPLAIN, ...).
     Sql(Box<Statement>),
 }
@@ -199,6 +201,12 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
     }
     if only(&["SHOW", "SOURCES"]) {
         return Ok(EddyStatement::ShowSources);
+    }
+    if starts_with(&w, &["FETCH"]) || starts_with(&w, &["MOVE"]) {
+        let significant: Vec<Token> = tokens.into_iter().filter(|t| !is_trivia(t)).collect();
+        return Ok(EddyStatement::Fetch(crate::cursor_statement::parse_fetch(
+            &significant,
+        )?));
     }
     if starts_with(&w, &["EXPLAIN", "CREATE", "MATERIALIZED", "VIEW"]) {
         let view = parse_one(tokens.split_off(w[1].0))?;

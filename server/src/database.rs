@@ -54,6 +54,11 @@ impl Outcome {
         }
     }
 
+    /// Whether this is the end of a transaction block (COMMIT or ROLLBACK).
+    pub fn ends_transaction(&self) -> bool {
+        matches!(self, Outcome::Command { tag, .. } if tag == "COMMIT" || tag == "ROLLBACK")
+    }
+
     /// The notices this outcome carries.
     pub fn notices(&self) -> &[String] {
         match self {
@@ -88,7 +93,9 @@ impl Database {
         let config = SessionConfig::new()
             .with_default_catalog_and_schema(DATABASE, SCHEMA)
             .with_information_schema(true)
-            .set_bool("datafusion.sql_parser.map_string_types_to_utf8view", false);
+            .set_bool("datafusion.sql_parser.map_string_types_to_utf8view", false)
+            // `1.5` is a NUMERIC literal in Postgres, never a float that rounds.
+            .set_bool("datafusion.sql_parser.parse_float_as_decimal", true);
         let ctx = SessionContext::new_with_config(config);
         let window_tables: TableLookup = Arc::new(RwLock::new(HashMap::new()));
         for function in WindowFunction::ALL {
@@ -261,6 +268,10 @@ impl Database {
             EddyStatement::ShowSources => Ok(self.show(|o| matches!(o, Object::Source(_)))),
             EddyStatement::ShowTables => Ok(self.show(|o| matches!(o, Object::Table(_)))),
             EddyStatement::ShowMaterializedViews => Ok(self.show(|o| matches!(o, Object::View(_)))),
+            EddyStatement::Fetch(fetch) => Err(ServerError::new(
+                "34000",
+                format!("cursor \"{}\" does not exist", fetch.cursor),
+            )),
             EddyStatement::Sql(statement) => self.execute_sql_statement(statement, params).await,
         }
     }

@@ -6,6 +6,9 @@
 //! - [`handler`]: pgwire handlers (simple and extended query protocol).
 //! - [`rewrite`]: client SQL DataFusion cannot plan as written, made plannable.
 //! - [`session`]: a connection's settings (SET, SHOW, RESET).
+//! - [`protocol_statements`]: DEALLOCATE and DISCARD.
+//! - [`cursors`]: DECLARE ... CURSOR, FETCH, MOVE, CLOSE.
+//! - [`pg_text`], [`pg_encoding`]: values in Postgres' text and binary forms.
 //! - [`copy`]: `COPY ... TO STDOUT`.
 //! - [`pg_catalog`], [`pg_keys`], [`pg_functions`], [`pg_text_functions`] and
 //!   [`information_schema`]: what drivers and BI tools read about the database.
@@ -19,15 +22,20 @@
 
 pub mod auth;
 pub mod copy;
+pub mod cursors;
 pub mod database;
 pub mod demo;
+pub mod describe;
 pub mod error;
 pub mod handler;
 pub mod information_schema;
 pub mod pg_catalog;
+pub mod pg_encoding;
 pub mod pg_functions;
 pub mod pg_keys;
+pub mod pg_text;
 pub mod pg_text_functions;
+pub mod protocol_statements;
 pub mod provider;
 pub mod rewrite;
 pub mod session;

@@ -168,8 +168,8 @@ pub(crate) fn register(
                     Some(value) => out.push(Some(value.to_string())),
                     None if missing_ok => out.push(None),
                     None => {
-                        return Err(DataFusionError::Plan(format!(
-                            "unrecognized configuration parameter \"{name}\" does not exist"
+                        return Err(DataFusionError::Execution(format!(
+                            "unrecognized configuration parameter \"{name}\""
                         )))
                     }
                 }
