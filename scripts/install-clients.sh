@@ -14,7 +14,7 @@ EDDY_TOOLS_DIR="${EDDY_TOOLS_DIR:-$HOME/.cache/eddy-tools}"
 CLIENTS_DIR="$EDDY_TOOLS_DIR/clients"
 PYTHON_PACKAGES=("psycopg[binary]==3.3.9" "psycopg2-binary==2.9.13" "asyncpg==0.32.0"
     "SQLAlchemy==2.1.9" "pandas==3.1.1" "pgcli==4.7.1")
-DBT_PACKAGES=("dbt-core==1.12.6" "dbt-postgres==1.11.0")
+DBT_PACKAGES=("dbt-core==1.9.8" "dbt-postgres==1.9.1")
 NODE_PACKAGES=("pg@8.23.1" "postgres@3.4.9")
 JDBC_JAR=/usr/share/java/postgresql.jar
 mkdir -p "$CLIENTS_DIR"

@@ -215,15 +215,25 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
     if starts_with(&w, &["DROP", "SOURCE"]) {
         let if_exists = starts_with(&w[2..], &["IF", "EXISTS"]);
         let rest = &w[if if_exists { 4 } else { 2 }..];
-        let names: Vec<String> = rest
-            .iter()
-            .filter(|(_, word)| word != ",")
-            .map(|(i, _)| match &tokens[*i] {
-                Token::Word(word) if word.quote_style.is_some() => word.value.clone(),
-                Token::Word(word) => word.value.to_lowercase(),
-                other => other.to_string(),
-            })
-            .collect();
+        // `a, public.b`: names split at commas, each resolved from its dotted parts.
+        let mut names = Vec::new();
+        let mut parts = Vec::new();
+        for (i, word) in rest.iter().chain(std::iter::once(&(usize::MAX, ",".to_string()))) {
+            match (word.as_str(), tokens.get(*i)) {
+                (",", _) => {
+                    if !parts.is_empty() {
+                        names.push(crate::names::resolve_parts(&std::mem::take(&mut parts))?);
+                    }
+                }
+                (".", _) => {}
+                (_, Some(Token::Word(word))) if word.quote_style.is_some() => {
+                    parts.push(word.value.clone())
+                }
+                (_, Some(Token::Word(word))) => parts.push(word.value.to_lowercase()),
+                (_, Some(other)) => parts.push(other.to_string()),
+                (_, None) => {}
+            }
+        }
         if names.is_empty() {
             return Err(PlanError::Syntax("DROP SOURCE needs a name".into()));
         }
@@ -246,7 +256,7 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
             return Err(PlanError::Syntax("expected CREATE TABLE".into()));
         };
         return Ok(EddyStatement::CreateTable {
-            name: object_name(&create.name),
+            name: crate::names::resolve_object_name(&create.name)?,
             if_not_exists: create.if_not_exists,
             statement: Box::new(statement),
             watermark,
@@ -261,7 +271,7 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
         return match parse_sql(tokens)? {
             Statement::CreateView(view) if view.materialized => {
                 Ok(EddyStatement::CreateMaterializedView {
-                    name: object_name(&view.name),
+                    name: crate::names::resolve_object_name(&view.name)?,
                     if_not_exists: view.if_not_exists,
                     query: view.query,
                     emit_on_window_close,
@@ -286,7 +296,10 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
         } => Ok(EddyStatement::Drop {
             object_type,
             if_exists,
-            names: names.iter().map(object_name).collect(),
+            names: names
+                .iter()
+                .map(crate::names::resolve_object_name)
+                .collect::<Result<_>>()?,
         }),
         other => Ok(EddyStatement::Sql(Box::new(other))),
     }
@@ -377,7 +390,7 @@ fn parse_create_source(
     let Statement::CreateTable(create) = &table else {
         return Err(PlanError::Syntax(format!("expected {kind}")));
     };
-    let name = object_name(&create.name);
+    let name = crate::names::resolve_object_name(&create.name)?;
 
     let rest: Vec<Token> = tokens[close + 1..]
         .iter()
@@ -541,18 +554,6 @@ fn parse_options(
     }
 }
 
-/// The unquoted, lower-cased (unless quoted) name of an object.
-pub fn object_name(name: &datafusion::sql::sqlparser::ast::ObjectName) -> String {
-    name.0
-        .iter()
-        .filter_map(|part| part.as_ident())
-        .map(|ident| match ident.quote_style {
-            Some(_) => ident.value.clone(),
-            None => ident.value.to_lowercase(),
-        })
-        .collect::<Vec<_>>()
-        .join(".")
-}
 
 /// Removes `[,] WATERMARK FOR col AS expr` from a column list and returns it.
 fn take_watermark(tokens: &mut Vec<Token>) -> Result<Option<WatermarkDef>> {

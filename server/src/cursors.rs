@@ -180,6 +180,16 @@ pub async fn fetch<C: ClientInfo>(client: &C, fetch: &FetchStatement) -> Result<
     Ok((outcome, cursor.binary))
 }
 
+/// The columns a FETCH returns, for Describe (none for a MOVE or an unknown cursor).
+pub fn fetch_schema<C: ClientInfo>(client: &C, fetch: &FetchStatement) -> Option<SchemaRef> {
+    if fetch.move_only {
+        return None;
+    }
+    let all = client.session_extensions().get::<Cursors>()?;
+    let open = all.0.try_lock().ok()?;
+    open.get(&fetch.cursor).map(|cursor| cursor.schema.clone())
+}
+
 /// The end of a transaction closes the cursors declared without HOLD.
 pub async fn end_transaction<C: ClientInfo>(client: &C) {
     if let Some(all) = client.session_extensions().get::<Cursors>() {

@@ -95,7 +95,9 @@ impl Database {
             .with_information_schema(true)
             .set_bool("datafusion.sql_parser.map_string_types_to_utf8view", false)
             // `1.5` is a NUMERIC literal in Postgres, never a float that rounds.
-            .set_bool("datafusion.sql_parser.parse_float_as_decimal", true);
+            .set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
+            // now() is an instant (timestamptz), shown in the session's TimeZone.
+            .set_str("datafusion.execution.time_zone", "+00:00");
         let ctx = SessionContext::new_with_config(config);
         let window_tables: TableLookup = Arc::new(RwLock::new(HashMap::new()));
         for function in WindowFunction::ALL {
@@ -208,6 +210,11 @@ impl Database {
                 name,
                 if_not_exists,
             } => {
+                if let Statement::CreateTable(create) = statement.as_ref() {
+                    if let Some(query) = &create.query {
+                        return self.create_table_as(name, *if_not_exists, query).await;
+                    }
+                }
                 if self.exists(name) {
                     if *if_not_exists {
                         return Ok(Outcome::command("CREATE TABLE"));
@@ -442,7 +449,9 @@ impl Database {
         provider: Arc<dyn TableProvider>,
         object: Object,
     ) -> Result<()> {
-        self.ctx.register_table(name, provider.clone())?;
+        // A bare reference: the name is already resolved (a quoted "Mixed" keeps its case).
+        self.ctx
+            .register_table(TableReference::bare(name), provider.clone())?;
         self.window_tables
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -455,7 +464,7 @@ impl Database {
     }
 
     pub(crate) fn deregister(&self, name: &str) -> Result<()> {
-        self.ctx.deregister_table(name)?;
+        self.ctx.deregister_table(TableReference::bare(name))?;
         self.window_tables
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -677,7 +686,7 @@ impl Database {
 }
 
 /// Re-labels a batch with the table's schema (casting where DataFusion chose another type).
-fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+pub(crate) fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
     if batch.num_columns() != schema.fields().len() {
         return Err(ServerError::new(
             "42601",

@@ -292,7 +292,7 @@ impl QueryParser for EddyQueryParser {
 
     async fn parse_sql<C>(
         &self,
-        _client: &C,
+        client: &C,
         sql: &str,
         _types: &[Option<Type>],
     ) -> PgWireResult<Option<PreparedStatement>>
@@ -312,10 +312,13 @@ impl QueryParser for EddyQueryParser {
             return Ok(None);
         };
         let parsed = rewrite_for_datafusion(parsed);
-        let (parameter_types, schema) = self
-            .describe(&parsed)
-            .await
-            .map_err(ServerError::into_pgwire)?;
+        let (parameter_types, schema) = match &parsed.statement {
+            EddyStatement::Fetch(fetch) => (vec![], cursors::fetch_schema(client, fetch)),
+            _ => self
+                .describe(&parsed)
+                .await
+                .map_err(ServerError::into_pgwire)?,
+        };
         Ok(Some(PreparedStatement {
             parsed,
             parameter_types,
@@ -375,6 +378,11 @@ impl EddyQueryParser {
         };
         if session::is_session_statement(statement) {
             return Ok((vec![], session::result_schema(statement)));
+        }
+        if cursors::is_cursor_statement(statement)
+            || protocol_statements::is_protocol_statement(statement)
+        {
+            return Ok((vec![], None));
         }
         if matches!(
             statement.as_ref(),

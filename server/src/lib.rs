@@ -11,8 +11,10 @@
 //! - [`pg_text`], [`pg_encoding`]: values in Postgres' text and binary forms.
 //! - [`copy`]: `COPY ... TO STDOUT`.
 //! - [`pg_catalog`], [`pg_keys`], [`pg_functions`], [`pg_text_functions`] and
-//!   [`information_schema`]: what drivers and BI tools read about the database.
+//!   [`information_schema`]: what drivers and BI tools read about the database;
+//!   [`pg_json`] (`->`, `->>`) and [`pg_typeof`].
 //! - [`database`]: statement dispatch — DDL and DML to the engine, queries to DataFusion.
+//! - [`create_table_as`]: `CREATE TABLE ... AS SELECT`.
 //! - [`views`]: materialized views: planning, creation, EXPLAIN, the stream catalog.
 //! - [`sources`]: CREATE SOURCE and connector-fed tables.
 //! - [`provider`]: committed rows as DataFusion tables.
@@ -22,6 +24,7 @@
 
 pub mod auth;
 pub mod copy;
+pub mod create_table_as;
 pub mod cursors;
 pub mod database;
 pub mod demo;
@@ -32,9 +35,11 @@ pub mod information_schema;
 pub mod pg_catalog;
 pub mod pg_encoding;
 pub mod pg_functions;
+pub mod pg_json;
 pub mod pg_keys;
 pub mod pg_text;
 pub mod pg_text_functions;
+pub mod pg_typeof;
 pub mod protocol_statements;
 pub mod provider;
 pub mod rewrite;

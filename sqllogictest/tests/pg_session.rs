@@ -68,7 +68,7 @@ async fn set_show_reset_the_settings_drivers_use() {
             .unwrap();
         assert_eq!(show(&client, name).await, default, "RESET {name}");
     }
-    assert_eq!(show(&client, "server_version").await, "16.6");
+    assert_eq!(show(&client, "server_version").await, "15.6");
     client.batch_execute("SET TIME ZONE 'UTC'").await.unwrap();
     assert_eq!(show(&client, "timezone").await, "UTC");
     client
@@ -390,14 +390,14 @@ async fn catalog_functions_and_information_schema() {
     )
     .await;
     let row: Vec<&str> = row.iter().map(|c| c.as_deref().unwrap_or("NULL")).collect();
-    assert!(row[0].starts_with("PostgreSQL 16.6 (Eddy "), "{}", row[0]);
+    assert!(row[0].starts_with("PostgreSQL 15.6 (Eddy "), "{}", row[0]);
     assert_eq!(
         row[1..],
         [
             "dev",
             "public",
             "public",
-            "16.6",
+            "15.6",
             "x",
             "{\"a\":1,\"b\":\"two\",\"c\":true}",
             "1-2",
