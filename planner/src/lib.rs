@@ -6,6 +6,7 @@
 //!   (`WATERMARK FOR`, `APPEND ONLY`, `EMIT ON WINDOW CLOSE`, `FLUSH`, `RECOVER`, `SHOW ...`)
 //!   around sqlparser.
 //! - [`cursor_statement`]: `FETCH` and `MOVE` on a cursor.
+//! - [`pg_literals`]: Postgres' interval, bytea and float literal forms.
 //! - [`names`]: `[database.]schema.name` resolved to Eddy's objects.
 //! - [`flink_windows`]: Flink's `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), ...))` forms, rewritten
 //!   into Eddy's before parsing.
@@ -21,6 +22,7 @@ pub mod error;
 pub mod explain;
 pub mod flink_windows;
 pub mod names;
+pub mod pg_literals;
 pub mod session;
 pub mod statement;
 pub mod stream_plan;

@@ -123,12 +123,28 @@ pub fn parse_statements(sql: &str) -> Result<Vec<ParsedStatement>> {
             continue;
         }
         let text = render(&chunk).trim().to_string();
+        let mut statement = parse_one(rewrite_flink_windows(chunk))?;
+        normalize_literals(&mut statement);
         statements.push(ParsedStatement {
-            statement: parse_one(rewrite_flink_windows(chunk))?,
+            statement,
             sql: text,
         });
     }
     Ok(statements)
+}
+
+/// Postgres' literal forms DataFusion reads otherwise ([`crate::pg_literals`]).
+fn normalize_literals(statement: &mut EddyStatement) {
+    match statement {
+        EddyStatement::Sql(statement) | EddyStatement::CreateTable { statement, .. } => {
+            crate::pg_literals::normalize_literals(statement)
+        }
+        EddyStatement::CreateMaterializedView { query, .. } => {
+            crate::pg_literals::normalize_query_literals(query)
+        }
+        EddyStatement::ExplainView(inner) => normalize_literals(inner),
+        _ => {}
+    }
 }
 
 fn is_trivia(token: &Token) -> bool {

@@ -55,6 +55,8 @@ pub fn rewrite_for_datafusion(parsed: ParsedStatement) -> ParsedStatement {
         Ok(mut statements) if statements.len() == 1 => statements.remove(0),
         _ => parser.rewrite(*statement),
     });
+    // The reparse above reads the original text: Postgres' literal forms again.
+    eddy_planner::pg_literals::normalize_literals(&mut statement);
     aggregate_scalar_subqueries(&mut statement);
     replace_generate_subscripts(&mut statement);
     backslash_like_escapes(&mut statement);
@@ -128,7 +130,20 @@ pub fn with_session_settings(
                     _ => None,
                 };
                 if let Some(value) = name.and_then(|name| setting(&name)) {
-                    *expr = Expr::Value(Value::SingleQuotedString(value).into());
+                    // current_setting(name, false, value): the column is still named
+                    // `current_setting`, as in Postgres; the function returns `value`.
+                    if let FunctionArguments::List(list) = &mut function.args {
+                        list.args.truncate(1);
+                        for extra in ["false".to_string(), format!("'{}'", value.replace('\'', "''"))] {
+                            if let Some(arg) = parse_expr(&extra) {
+                                list.args.push(
+                                    datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(
+                                        datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(arg),
+                                    ),
+                                );
+                            }
+                        }
+                    }
                 }
             }
             ControlFlow::<()>::Continue(())

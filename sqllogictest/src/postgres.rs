@@ -37,7 +37,8 @@ fn is_root() -> bool {
 }
 
 impl PostgresServer {
-    /// Initializes and starts a server (trust authentication, user `postgres`, no fsync).
+    /// Initializes and starts a server (trust authentication, user `postgres`, no fsync, no JIT:
+/// Eddy has none either).
     pub fn start(bin_dir: &Path) -> Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("eddy-postgres-")
@@ -71,7 +72,7 @@ impl PostgresServer {
         let socket_dir = server.data_dir.display().to_string();
         let options = format!(
             "-p {port} -k {socket_dir} -c listen_addresses=127.0.0.1 -c fsync=off \
-             -c full_page_writes=off -c synchronous_commit=off"
+             -c full_page_writes=off -c synchronous_commit=off -c jit=off"
         );
         let log = server.data_dir.join("server.log").display().to_string();
         server.run("pg_ctl", &["-D", &data, "-o", &options, "-l", &log, "-w", "start"])?;
