@@ -60,9 +60,10 @@ pub(crate) fn parse_fetch(tokens: &[Token]) -> Result<FetchStatement> {
             (_, Some(n)) => (count_of(n), 2),
             _ => (FetchCount::Rows(1), 1),
         },
-        _ => match number(rest.first()) {
-            Some(n) => (count_of(n), 1),
-            None => (FetchCount::Rows(1), 0),
+        _ => match (rest.first(), number(rest.first())) {
+            (_, Some(n)) => (count_of(n), 1),
+            (Some(Token::Minus), _) => (FetchCount::Backward, 2),
+            _ => (FetchCount::Rows(1), 0),
         },
     };
     rest = &rest[used.min(rest.len())..];
