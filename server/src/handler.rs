@@ -121,9 +121,10 @@ impl EddyHandler {
             parsed
         };
         let options = session::format_options(client.metadata());
+        let execute = crate::activity::track(client, &parsed.sql, self.db.execute(parsed, params));
         let outcome = match session::statement_timeout(client.metadata()) {
-            None => self.db.execute(parsed, params).await,
-            Some(limit) => match tokio::time::timeout(limit, self.db.execute(parsed, params)).await
+            None => execute.await,
+            Some(limit) => match tokio::time::timeout(limit, execute).await
             {
                 Ok(result) => result,
                 Err(_) => Err(ServerError::new(

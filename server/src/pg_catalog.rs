@@ -53,6 +53,8 @@ pub fn install(db: &Arc<Database>) -> Result<(), ServerError> {
             oids: oids.clone(),
         }),
     )?;
+    crate::pg_sizes::register(&db.ctx, Arc::downgrade(db), oids.clone());
+    crate::activity::register(&db.ctx);
     crate::pg_functions::register(&db.ctx, Arc::downgrade(db), oids, type_oids()?);
     crate::pg_json::register(&db.ctx)?;
     db.ctx.register_udf(crate::pg_typeof::pg_typeof());
@@ -141,6 +143,9 @@ impl SchemaProvider for EddyPgCatalog {
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        if name.eq_ignore_ascii_case("pg_stat_activity") {
+            return Ok(Some(Arc::new(crate::activity::ActivityTable)));
+        }
         let Some(table) = self.inner.table(name).await? else {
             return Ok(None);
         };
@@ -168,7 +173,7 @@ impl SchemaProvider for EddyPgCatalog {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.inner.table_exist(name)
+        name.eq_ignore_ascii_case("pg_stat_activity") || self.inner.table_exist(name)
     }
 }
 

@@ -31,3 +31,6 @@ SELECT true AS a, false AS b, 1::int2 AS c, 2::int4 AS d, 3::int8 AS e, 'x'::tex
 -- JSON operators over text kept as JSON.
 SELECT (CAST('{"a": 1, "b": {"c": "x"}}' AS JSONB) -> 'b')::text AS a, CAST('{"a": 1, "b": {"c": "x"}}' AS JSONB) ->> 'a' AS b
 SELECT (CAST('[10, 20, 30]' AS JSONB) -> 1)::text AS a, CAST('{"s": "text"}' AS JSONB) ->> 's' AS b
+-- Sizes as psql's \l+ and \dt+ show them.
+SELECT pg_size_pretty(CAST(0 AS BIGINT)) AS a, pg_size_pretty(CAST(10239 AS BIGINT)) AS b, pg_size_pretty(CAST(10240 AS BIGINT)) AS c, pg_size_pretty(CAST(123456789 AS BIGINT)) AS d
+SELECT pg_size_pretty(CAST(-10240 AS BIGINT)) AS a, pg_size_pretty(CAST(20971520 AS BIGINT)) AS b, pg_size_pretty(CAST(1099511627776 AS BIGINT)) AS c
