@@ -43,7 +43,7 @@ async fn a_running_statement_is_listed_and_cancelled() {
     assert_ne!(mine, pid);
 
     let cancelled: bool = watcher
-        .query_one("SELECT pg_cancel_backend($1)", &[&pid])
+        .query_one("SELECT pg_cancel_backend($1::int)", &[&pid])
         .await
         .expect("pg_cancel_backend")
         .get(0);
