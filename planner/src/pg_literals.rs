@@ -123,11 +123,14 @@ pub fn interval_words(text: &str) -> Option<String> {
                 [h, m, s] => (*h, *m, *s),
                 _ => return None,
             };
-            let numeric = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit() || c == '.');
+            let numeric =
+                |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit() || c == '.');
             if !(numeric(hours) && numeric(minutes) && numeric(seconds)) {
                 return None;
             }
-            out.push(format!("{sign}{hours} hours {sign}{minutes} minutes {sign}{seconds} seconds"));
+            out.push(format!(
+                "{sign}{hours} hours {sign}{minutes} minutes {sign}{seconds} seconds"
+            ));
             changed = true;
         } else if let Some(unit) = words.get(i + 1).filter(|_| word.parse::<f64>().is_ok()) {
             let unit_word = match unit.to_ascii_lowercase().as_str() {

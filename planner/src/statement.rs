@@ -234,7 +234,10 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
         // `a, public.b`: names split at commas, each resolved from its dotted parts.
         let mut names = Vec::new();
         let mut parts = Vec::new();
-        for (i, word) in rest.iter().chain(std::iter::once(&(usize::MAX, ",".to_string()))) {
+        for (i, word) in rest
+            .iter()
+            .chain(std::iter::once(&(usize::MAX, ",".to_string())))
+        {
             match (word.as_str(), tokens.get(*i)) {
                 (",", _) => {
                     if !parts.is_empty() {
@@ -569,7 +572,6 @@ fn parse_options(
         }
     }
 }
-
 
 /// Removes `[,] WATERMARK FOR col AS expr` from a column list and returns it.
 fn take_watermark(tokens: &mut Vec<Token>) -> Result<Option<WatermarkDef>> {

@@ -180,7 +180,11 @@ fn snapshot() -> DfResult<RecordBatch> {
         text(&|c| Some(c.application_name.clone())),
         text(&|c| Some(c.client_addr.clone())),
         text(&|_| None),
-        Arc::new(rows.iter().map(|(_, c)| c.client_port).collect::<Int32Array>()),
+        Arc::new(
+            rows.iter()
+                .map(|(_, c)| c.client_port)
+                .collect::<Int32Array>(),
+        ),
         time(&|c| Some(c.backend_start)),
         time(&|_| None),
         time(&|c| c.query_start),

@@ -121,8 +121,7 @@ impl Authentication {
                 let mut scram = ScramAuth::new(store.clone());
                 scram.set_iterations(ITERATIONS);
                 Startup::Scram(
-                    SASLAuthStartupHandler::new(Arc::new(server_parameters()))
-                    .with_scram(scram),
+                    SASLAuthStartupHandler::new(Arc::new(server_parameters())).with_scram(scram),
                 )
             }
         }

@@ -46,7 +46,11 @@ fn table_statement(name: &str, schema: &Schema) -> Result<String> {
         .iter()
         .map(|f| Ok(format!("{} {}", quoted(f.name()), sql_type(f.data_type())?)))
         .collect::<Result<Vec<_>>>()?;
-    Ok(format!("CREATE TABLE {} ({})", quoted(name), columns.join(", ")))
+    Ok(format!(
+        "CREATE TABLE {} ({})",
+        quoted(name),
+        columns.join(", ")
+    ))
 }
 
 impl Database {

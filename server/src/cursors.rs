@@ -116,7 +116,9 @@ pub async fn execute<C: ClientInfo>(
             }
             Ok(Outcome::command("CLOSE CURSOR"))
         }
-        other => Err(ServerError::internal(format!("not a cursor statement: {other}"))),
+        other => Err(ServerError::internal(format!(
+            "not a cursor statement: {other}"
+        ))),
     }
 }
 
@@ -142,10 +144,7 @@ pub async fn fetch<C: ClientInfo>(client: &C, fetch: &FetchStatement) -> Result<
         FetchCount::Rows(n) => n,
         FetchCount::All => u64::MAX,
         FetchCount::Backward => {
-            return Err(ServerError::new(
-                "55000",
-                "cursor can only scan forward",
-            ))
+            return Err(ServerError::new("55000", "cursor can only scan forward"))
         }
     };
     let mut batches = Vec::new();

@@ -27,7 +27,9 @@ where
         ))
         .await?;
     if description.fields.is_empty() {
-        client.send(PgWireBackendMessage::NoData(NoData::new())).await?;
+        client
+            .send(PgWireBackendMessage::NoData(NoData::new()))
+            .await?;
     } else {
         let fields: Vec<FieldDescription> = description.fields.iter().map(Into::into).collect();
         client

@@ -18,9 +18,9 @@ use pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::stmt::QueryParser;
 use pgwire::api::store::{Entry, PortalStore};
 use pgwire::api::DEFAULT_NAME;
-use pgwire::messages::extendedquery::{Describe, TARGET_TYPE_BYTE_STATEMENT};
 use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::extendedquery::{Describe, TARGET_TYPE_BYTE_STATEMENT};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
 
@@ -124,8 +124,7 @@ impl EddyHandler {
         let execute = crate::activity::track(client, &parsed.sql, self.db.execute(parsed, params));
         let outcome = match session::statement_timeout(client.metadata()) {
             None => execute.await,
-            Some(limit) => match tokio::time::timeout(limit, execute).await
-            {
+            Some(limit) => match tokio::time::timeout(limit, execute).await {
                 Ok(result) => result,
                 Err(_) => Err(ServerError::new(
                     "57014",
@@ -453,7 +452,10 @@ impl ExtendedQueryHandler for EddyHandler {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
-        match (message.target_type, client.portal_store().get_statement(name)) {
+        match (
+            message.target_type,
+            client.portal_store().get_statement(name),
+        ) {
             (TARGET_TYPE_BYTE_STATEMENT, Some(Entry::Value(statement))) => {
                 let description = self.do_describe_statement(client, &statement).await?;
                 crate::describe::send_statement_description(client, &description).await
@@ -481,9 +483,7 @@ impl ExtendedQueryHandler for EddyHandler {
             .map(|t| t.as_ref())
             .collect();
         let params = if portal.parameter_len() > 0 {
-            Some(arrow_pg::datatypes::df::deserialize_parameters(
-                portal, &inferred,
-            )?)
+            Some(crate::parameters::decode(portal, &inferred)?)
         } else {
             None
         };

@@ -4,6 +4,7 @@
 //!
 //! - [`auth`]: trust, or SCRAM-SHA-256 with a password; TLS.
 //! - [`handler`]: pgwire handlers (simple and extended query protocol).
+//! - [`parameters`]: bound parameters as DataFusion values (JSON ones too).
 //! - [`rewrite`]: client SQL DataFusion cannot plan as written, made plannable.
 //! - [`session`]: a connection's settings (SET, SHOW, RESET).
 //! - [`activity`]: `pg_stat_activity` and `pg_cancel_backend`.
@@ -34,6 +35,7 @@ pub mod describe;
 pub mod error;
 pub mod handler;
 pub mod information_schema;
+pub mod parameters;
 pub mod pg_catalog;
 pub mod pg_encoding;
 pub mod pg_functions;

@@ -161,17 +161,18 @@ fn numeric_binary(text: &str, out: &mut BytesMut) -> Result<(), Box<dyn Error + 
         None => (false, text),
     };
     let (integer, fraction) = unsigned.split_once('.').unwrap_or((unsigned, ""));
-    if !integer.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit()) {
+    if !integer
+        .bytes()
+        .chain(fraction.bytes())
+        .all(|b| b.is_ascii_digit())
+    {
         return Err(format!("not a decimal number: {text}").into());
     }
     let scale = fraction.len();
     // Pad the integer part on the left and the fraction on the right to whole groups of 4.
     let integer_pad = (4 - integer.len() % 4) % 4;
     let fraction_pad = (4 - fraction.len() % 4) % 4;
-    let padded: String = "0".repeat(integer_pad)
-        + integer
-        + fraction
-        + &"0".repeat(fraction_pad);
+    let padded: String = "0".repeat(integer_pad) + integer + fraction + &"0".repeat(fraction_pad);
     let integer_groups = (integer.len() + integer_pad) / 4;
     let mut groups: Vec<i16> = padded
         .as_bytes()
@@ -194,7 +195,11 @@ fn numeric_binary(text: &str, out: &mut BytesMut) -> Result<(), Box<dyn Error + 
     }
     out.put_i16(groups.len() as i16);
     out.put_i16(weight as i16);
-    out.put_u16(if negative && !groups.is_empty() { 0x4000 } else { 0 });
+    out.put_u16(if negative && !groups.is_empty() {
+        0x4000
+    } else {
+        0
+    });
     out.put_u16(scale as u16);
     for group in groups {
         out.put_i16(group);
@@ -222,8 +227,8 @@ mod tests {
         assert_eq!(
             binary("123456789012345678.5"),
             [
-                0, 6, 0, 4, 0, 0, 0, 1, 0, 12, 0x0d, 0x80, 0x1e, 0xd2, 0x04, 0xd2, 0x16, 0x2e, 0x13,
-                0x88
+                0, 6, 0, 4, 0, 0, 0, 1, 0, 12, 0x0d, 0x80, 0x1e, 0xd2, 0x04, 0xd2, 0x16, 0x2e,
+                0x13, 0x88
             ]
         );
     }

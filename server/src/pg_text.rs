@@ -16,8 +16,8 @@ use datafusion::arrow::datatypes::{
     DataType, Decimal128Type, DecimalType, DurationMicrosecondType, DurationMillisecondType,
     DurationNanosecondType, DurationSecondType, Float16Type, Float32Type, Float64Type,
     IntervalDayTimeType, IntervalMonthDayNanoType, IntervalUnit, IntervalYearMonthType,
-    Time32MillisecondType, Time32SecondType, Time64MicrosecondType, Time64NanosecondType,
-    TimeUnit, TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+    Time32MillisecondType, Time32SecondType, Time64MicrosecondType, Time64NanosecondType, TimeUnit,
+    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
     TimestampSecondType,
 };
 use pgwire::types::format::FormatOptions;
@@ -410,7 +410,10 @@ mod tests {
     fn timestamptz_in_the_session_zone() {
         let midnight = 1_767_225_600_000_000; // 2026-01-01 00:00:00+00
         let utc = session_zone("Etc/UTC");
-        assert_eq!(timestamp_text(midnight, Some(&utc)), "2026-01-01 00:00:00+00");
+        assert_eq!(
+            timestamp_text(midnight, Some(&utc)),
+            "2026-01-01 00:00:00+00"
+        );
         let new_york = session_zone("America/New_York");
         assert_eq!(
             timestamp_text(midnight, Some(&new_york)),
@@ -426,7 +429,10 @@ mod tests {
     #[test]
     fn intervals_in_postgres_style() {
         let hour = 3_600_000_000;
-        assert_eq!(interval_text(0, 1, 2 * hour + 3 * 60_000_000 + 4_000_000), "1 day 02:03:04");
+        assert_eq!(
+            interval_text(0, 1, 2 * hour + 3 * 60_000_000 + 4_000_000),
+            "1 day 02:03:04"
+        );
         assert_eq!(
             interval_text(14, 3, 4 * hour + 5 * 60_000_000 + 6_789_000),
             "1 year 2 mons 3 days 04:05:06.789"

@@ -26,7 +26,11 @@ pub fn sql_type_name(pg_name: &str) -> String {
         "timestamptz" => "timestamp with time zone",
         "time" => "time without time zone",
         "timetz" => "time with time zone",
-        other => return other.strip_prefix('_').map_or_else(|| other.to_string(), |e| format!("{}[]", sql_type_name(e))),
+        other => {
+            return other
+                .strip_prefix('_')
+                .map_or_else(|| other.to_string(), |e| format!("{}[]", sql_type_name(e)))
+        }
     };
     name.to_string()
 }

@@ -135,7 +135,10 @@ pub fn with_session_settings(
                     // `current_setting`, as in Postgres; the function returns `value`.
                     if let FunctionArguments::List(list) = &mut function.args {
                         list.args.truncate(1);
-                        for extra in ["false".to_string(), format!("'{}'", value.replace('\'', "''"))] {
+                        for extra in [
+                            "false".to_string(),
+                            format!("'{}'", value.replace('\'', "''")),
+                        ] {
                             if let Some(arg) = parse_expr(&extra) {
                                 list.args.push(
                                     datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(

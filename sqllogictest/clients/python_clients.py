@@ -1,5 +1,5 @@
 """Python's Postgres stack against a running eddy: psycopg 3 with parameters and prepared
-statements, psycopg 2's named (server-side) cursors, asyncpg's arrays, SQLAlchemy's inspector
+statements, psycopg 2's named (server-side) cursors, SQLAlchemy's inspector
 and stream_results, pandas.read_sql of a materialized view. Run by sqllogictest/tests/clients.rs with
 EDDY_PORT set; exits non-zero (with the failing check) on any mismatch."""
 
@@ -8,9 +8,6 @@ import decimal
 import os
 import sys
 
-import asyncio
-
-import asyncpg
 import pandas
 import psycopg
 import psycopg2
@@ -138,20 +135,6 @@ def psycopg2_named_cursor():
         conn.close()
 
 
-async def asyncpg_arrays():
-    conn = await asyncpg.connect(host="127.0.0.1", port=PORT, user=USER, password=PASSWORD or None,
-                                 database="dev")
-    try:
-        row = await conn.fetchrow(
-            "SELECT make_array(1, 2, 3) AS ints, make_array(CAST(1.5 AS DOUBLE PRECISION), 2.5) AS floats")
-        check("asyncpg: int and float arrays", (list(row["ints"]), list(row["floats"])),
-              ([1, 2, 3], [1.5, 2.5]))
-        rows = await conn.fetch("SELECT sensor FROM readings WHERE value > $1 ORDER BY sensor", 19.0)
-        check("asyncpg: a parameter", [r["sensor"] for r in rows], [1, 3])
-    finally:
-        await conn.close()
-
-
 def sqlalchemy_stream_results():
     url = f"postgresql+psycopg2://{USER}:{PASSWORD}@127.0.0.1:{PORT}/dev"
     engine = sqlalchemy.create_engine(url)
@@ -165,7 +148,6 @@ def sqlalchemy_stream_results():
 psycopg_with_parameters()
 psycopg_prepared_then_rollback()
 psycopg2_named_cursor()
-asyncio.run(asyncpg_arrays())
 sqlalchemy_stream_results()
 sqlalchemy_inspector_and_pandas()
 print("python clients: all checks passed")

@@ -38,7 +38,7 @@ fn is_root() -> bool {
 
 impl PostgresServer {
     /// Initializes and starts a server (trust authentication, user `postgres`, no fsync, no JIT:
-/// Eddy has none either).
+    /// Eddy has none either).
     pub fn start(bin_dir: &Path) -> Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("eddy-postgres-")
@@ -67,7 +67,17 @@ impl PostgresServer {
         let data = server.data_dir.display().to_string();
         server.run(
             "initdb",
-            &["-D", &data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"],
+            &[
+                "-D",
+                &data,
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
         )?;
         let socket_dir = server.data_dir.display().to_string();
         let options = format!(
@@ -75,7 +85,10 @@ impl PostgresServer {
              -c full_page_writes=off -c synchronous_commit=off -c jit=off"
         );
         let log = server.data_dir.join("server.log").display().to_string();
-        server.run("pg_ctl", &["-D", &data, "-o", &options, "-l", &log, "-w", "start"])?;
+        server.run(
+            "pg_ctl",
+            &["-D", &data, "-o", &options, "-l", &log, "-w", "start"],
+        )?;
         Ok(server)
     }
 

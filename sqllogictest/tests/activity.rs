@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use eddy_sqllogictest::EddyProcess;
 
-const ENDLESS: &str = "SELECT count(*) FROM generate_series(1, 100000000000) AS t(x) WHERE x % 7 = 3";
+const ENDLESS: &str =
+    "SELECT count(*) FROM generate_series(1, 100000000000) AS t(x) WHERE x % 7 = 3";
 
 #[tokio::test]
 async fn a_running_statement_is_listed_and_cancelled() {
@@ -32,11 +33,17 @@ async fn a_running_statement_is_listed_and_cancelled() {
             assert_eq!(row.get::<_, String>("query"), ENDLESS);
             break row.get("pid");
         }
-        assert!(started.elapsed() < Duration::from_secs(20), "never listed as active");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "never listed as active"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let mine: i32 = watcher
-        .query_one("SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pid FROM pg_stat_activity%'", &[])
+        .query_one(
+            "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pid FROM pg_stat_activity%'",
+            &[],
+        )
         .await
         .expect("the watcher lists itself")
         .get(0);

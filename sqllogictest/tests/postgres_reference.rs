@@ -40,9 +40,11 @@ async fn simple(client: &Client, sql: &str) -> Vec<Answer> {
                     SimpleQueryMessage::RowDescription(description) => {
                         columns = description.iter().map(|c| c.name().to_string()).collect();
                     }
-                    SimpleQueryMessage::Row(row) => {
-                        rows.push((0..row.len()).map(|i| row.get(i).map(str::to_string)).collect())
-                    }
+                    SimpleQueryMessage::Row(row) => rows.push(
+                        (0..row.len())
+                            .map(|i| row.get(i).map(str::to_string))
+                            .collect(),
+                    ),
                     SimpleQueryMessage::CommandComplete(n) => {
                         if columns.is_empty() && rows.is_empty() {
                             answers.push(Answer::Command(n));
@@ -85,7 +87,10 @@ impl<'a> FromSql<'a> for Raw {
 }
 
 /// Type names and binary values of a query over the extended protocol.
-async fn extended(client: &Client, sql: &str) -> Result<(Vec<String>, Vec<Vec<Option<Vec<u8>>>>), String> {
+async fn extended(
+    client: &Client,
+    sql: &str,
+) -> Result<(Vec<String>, Vec<Vec<Option<Vec<u8>>>>), String> {
     let statement = client.prepare(sql).await.map_err(|e| sqlstate(&e))?;
     let types = statement
         .columns()

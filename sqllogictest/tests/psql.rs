@@ -132,14 +132,18 @@ async fn psql_meta_commands_list_eddys_objects() {
     let header = lines(&databases)[1];
     assert!(header.contains("|Size|"), "{databases}");
     assert!(
-        lines(&databases).iter().any(|l| l.starts_with("dev|") && (l.contains(" bytes|") || l.contains(" kB|") || l.contains(" MB|"))),
+        lines(&databases).iter().any(|l| l.starts_with("dev|")
+            && (l.contains(" bytes|") || l.contains(" kB|") || l.contains(" MB|"))),
         "{databases}"
     );
     let tables = psql(&eddy, &psql_bin, r"\dt+");
     assert!(lines(&tables)[1].contains("|Size|"), "{tables}");
     assert!(tables.contains("public|readings|table|"), "{tables}");
     let matviews = psql(&eddy, &psql_bin, r"\dm+");
-    assert!(matviews.contains("public|per_sensor|materialized view|"), "{matviews}");
+    assert!(
+        matviews.contains("public|per_sensor|materialized view|"),
+        "{matviews}"
+    );
 
     let schemas = psql(&eddy, &psql_bin, r"\dn");
     let schemas = lines(&schemas);
