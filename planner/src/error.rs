@@ -14,6 +14,9 @@ pub enum PlanError {
     /// A statement that is well-formed but wrong for these objects (42P17 / 22023 family).
     #[error("{0}")]
     Invalid(String),
+    /// A qualified name whose schema is not one of Eddy's (3F000).
+    #[error("{0}")]
+    UndefinedSchema(String),
     #[error(transparent)]
     DataFusion(#[from] DataFusionError),
 }

@@ -5,6 +5,9 @@
 //! - [`statement`]: splits SQL text into statements and parses Eddy's extensions
 //!   (`WATERMARK FOR`, `APPEND ONLY`, `EMIT ON WINDOW CLOSE`, `FLUSH`, `RECOVER`, `SHOW ...`)
 //!   around sqlparser.
+//! - [`cursor_statement`]: `FETCH` and `MOVE` on a cursor.
+//! - [`pg_literals`]: Postgres' interval, bytea and float literal forms.
+//! - [`names`]: `[database.]schema.name` resolved to Eddy's objects.
 //! - [`flink_windows`]: Flink's `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), ...))` forms, rewritten
 //!   into Eddy's before parsing.
 //! - [`temporal_joins`]: `FOR SYSTEM_TIME AS OF` and `ASOF JOIN`, rewritten into joins whose
@@ -16,9 +19,12 @@
 //!   incremental operators (inputs, projections, windows, aggregates, joins).
 //! - [`explain`]: a stream plan as EXPLAIN's text.
 
+pub mod cursor_statement;
 pub mod error;
 pub mod explain;
 pub mod flink_windows;
+pub mod names;
+pub mod pg_literals;
 pub mod session;
 pub mod statement;
 pub mod stream;

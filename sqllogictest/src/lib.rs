@@ -10,6 +10,7 @@
 //! - [`EddyProcess`]: one running server, killed when dropped.
 //! - [`sql_timestamp`]: timestamp literals for generated rows.
 //! - [`kafka`]: a real Kafka-protocol broker (Tansu) for the Kafka tests.
+//! - [`postgres`]: a throwaway PostgreSQL 15, the reference of the differential tests.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -23,6 +24,7 @@ use tempfile::TempDir;
 use tokio::task::JoinHandle;
 
 pub mod kafka;
+pub mod postgres;
 
 /// Environment variable naming the `eddy` executable to test.
 pub const EDDY_BIN_ENV: &str = "EDDY_BIN";
