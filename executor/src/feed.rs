@@ -33,6 +33,8 @@ pub struct SplitProgress {
     /// Lag in seconds a second ago, to report the trend.
     pub previous_lag_seconds: Option<f64>,
     pub lag_trend: Option<f64>,
+    /// Undecodable messages since the server started.
+    pub dead_letters: u64,
     rate_window_start: Instant,
     rate_window_messages: i64,
 }
@@ -156,6 +158,7 @@ impl Feed {
                 rate: 0.0,
                 previous_lag_seconds: None,
                 lag_trend: None,
+                dead_letters: 0,
                 rate_window_start: Instant::now(),
                 rate_window_messages: 0,
             })
@@ -211,6 +214,12 @@ impl Feed {
                 .iter()
                 .all(|(split, end)| self.positions.get(split).copied().unwrap_or(0) >= *end),
         }
+    }
+
+    /// Keeps a batch's dead letters for the next commit, and counts them.
+    pub fn add_dead_letters(&mut self, split: &str, letters: Vec<DeadLetter>) {
+        self.split(split).dead_letters += letters.len() as u64;
+        self.dead_letters.extend(letters);
     }
 
     /// Records that `split` delivered up to `next_position` (messages: how many it read).

@@ -32,4 +32,4 @@ pub use chunk::{Barrier, Message, Op, StreamChunk, Watermark};
 pub use engine::{EngineHandle, TableDef, TableKey};
 pub use error::{ExecError, Result};
 pub use operator::Operator;
-pub use stats::{EngineStats, JoinSideStats, TableStats, ViewStats};
+pub use stats::{CommitObserver, CommitReport, EngineStats, JoinSideStats, TableStats, ViewStats};

@@ -1,4 +1,8 @@
-//! Figures the engine publishes after each commit, for `eddy_catalog`.
+//! Figures the engine publishes after each commit, for `eddy_catalog` and the metrics
+//! endpoint (both read the same figures).
+
+use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(Debug, Clone, Default)]
 pub struct TableStats {
@@ -15,6 +19,10 @@ pub struct ViewStats {
     pub source: String,
     pub sql: String,
     pub emit_on_window_close: bool,
+    /// Rows that arrived at the view's inputs (late ones included), and of those the late ones
+    /// (judged at the view's own readers of sources, or at the stored tables it reads).
+    pub rows_in: u64,
+    pub rows_late: u64,
     pub state_rows: u64,
     pub open_windows: u64,
     /// Whether some operator's state grows with the number of keys, with no watermark to evict it.
@@ -85,4 +93,20 @@ pub struct SourceProgressStats {
     pub idle: bool,
     pub finished: bool,
     pub last_error: Option<String>,
+    /// Messages of this split that could not be decoded, since the server started.
+    pub dead_letters: u64,
 }
+
+/// One epoch commit, as the engine reports it to a [`CommitObserver`].
+#[derive(Debug, Clone, Copy)]
+pub struct CommitReport {
+    pub epoch: u64,
+    /// From the barrier's start to the durable write's end.
+    pub duration: Duration,
+    /// Keys and values the epoch wrote.
+    pub bytes: u64,
+    pub writes: u64,
+}
+
+/// Told of every committed epoch (the metrics endpoint's histogram of commit times).
+pub type CommitObserver = Arc<dyn Fn(&CommitReport) + Send + Sync>;

@@ -257,9 +257,9 @@ impl SimpleQueryHandler for EddyHandler {
         let statements = match parse_statements(query) {
             Ok(statements) => statements,
             Err(e) => {
-                return Ok(vec![Response::Error(Box::new(
-                    ServerError::from(e).into_error_info(),
-                ))])
+                let info = ServerError::from(e).into_error_info();
+                crate::metrics::queries::rejected(&info.code);
+                return Ok(vec![Response::Error(Box::new(info))]);
             }
         };
         if statements.is_empty() {
@@ -269,9 +269,13 @@ impl SimpleQueryHandler for EddyHandler {
         // Like Postgres, the first failing statement ends the query string.
         for statement in statements {
             let statement = rewrite_for_datafusion(statement);
-            let response = self
-                .run(client, &statement, None, &Format::UnifiedText)
-                .await?;
+            let response = crate::metrics::queries::observe(self.run(
+                client,
+                &statement,
+                None,
+                &Format::UnifiedText,
+            ))
+            .await?;
             let failed = matches!(response, Response::Error(_));
             responses.push(response);
             if failed {
@@ -487,12 +491,12 @@ impl ExtendedQueryHandler for EddyHandler {
         } else {
             None
         };
-        self.run(
+        crate::metrics::queries::observe(self.run(
             client,
             &statement.parsed,
             params,
             &portal.result_column_format,
-        )
+        ))
         .await
     }
 }

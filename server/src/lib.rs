@@ -21,6 +21,7 @@
 //! - [`sources`]: CREATE SOURCE and connector-fed tables.
 //! - [`provider`]: committed rows as DataFusion tables.
 //! - [`system_tables`]: the `eddy_catalog` schema.
+//! - [`metrics`]: Prometheus metrics on an HTTP listener of their own.
 //! - [`error`]: errors with SQLSTATE codes.
 //! - [`demo`]: `eddy --demo`, a live Nexmark view.
 
@@ -35,6 +36,7 @@ pub mod describe;
 pub mod error;
 pub mod handler;
 pub mod information_schema;
+pub mod metrics;
 pub mod parameters;
 pub mod pg_catalog;
 pub mod pg_encoding;

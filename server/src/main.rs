@@ -72,18 +72,40 @@ struct Args {
     /// PEM private key for TLS; needs --tls-cert.
     #[arg(long, env = "EDDY_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Address to serve Prometheus metrics on (`GET /metrics`), e.g. `127.0.0.1:9466`. Off
+    /// when not given.
+    #[arg(long, env = "EDDY_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
+    /// Log lines as human-readable text (coloured only on a terminal) or as JSON objects.
+    #[arg(long, env = "EDDY_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Logs to stderr, filtered by `EDDY_LOG` (default `info`).
+fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("EDDY_LOG").unwrap_or_else(|_| "info".into());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => logs.json().with_ansi(false).init(),
+        // Colour codes only where a person reads them: not in files, pipes or journald.
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("EDDY_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let args = Args::parse();
+    init_logging(args.log_format);
 
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data directory {}", args.data_dir.display()))?;
@@ -99,6 +121,20 @@ async fn main() -> anyhow::Result<()> {
         eddy_server::demo::install(&db)
             .await
             .map_err(|e| anyhow::anyhow!("cannot create the demo: {e}"))?;
+    }
+
+    if let Some(address) = &args.metrics_listen {
+        let registry = eddy_server::metrics::registry(&engine)
+            .map_err(|e| anyhow::anyhow!("cannot set up the metrics: {e}"))?;
+        let listener = TcpListener::bind(address)
+            .await
+            .with_context(|| format!("cannot listen for metrics on {address}"))?;
+        tracing::info!(address = %address, "serving metrics at /metrics");
+        tokio::spawn(async move {
+            if let Err(error) = eddy_server::metrics::http::serve(listener, registry).await {
+                tracing::error!(%error, "the metrics listener failed");
+            }
+        });
     }
 
     let listener = TcpListener::bind(&args.listen)
@@ -137,6 +173,7 @@ async fn main() -> anyhow::Result<()> {
                         // A connection's failure (garbage bytes, a dropped client) ends that
                         // connection only.
                         tokio::spawn(async move {
+                            let _open = eddy_server::metrics::queries::ConnectionGuard::open();
                             if let Err(error) = pgwire::tokio::process_socket(socket, tls, handlers).await {
                                 tracing::debug!(%error, "connection closed with an error");
                             }

@@ -73,6 +73,11 @@ impl SystemSchema {
                     .to_string()
                 })),
             ),
+            ("rows_in", ints(v.iter().map(|v| Some(v.rows_in as i64)))),
+            (
+                "rows_late",
+                ints(v.iter().map(|v| Some(v.rows_late as i64))),
+            ),
             (
                 "state_rows",
                 ints(v.iter().map(|v| Some(v.state_rows as i64))),

@@ -41,15 +41,18 @@ impl EpochBatch {
         self.writes.into_iter()
     }
 
+    /// Bytes of the batch's keys and values.
+    pub fn bytes(&self) -> usize {
+        self.writes
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len))
+            .sum()
+    }
+
     /// The batch as one byte string (the store's redo record): per write the key's length and
     /// bytes, then a value flag, and the value's length and bytes when it is a put.
     pub fn encode(&self) -> Vec<u8> {
-        let size: usize = self
-            .writes
-            .iter()
-            .map(|(k, v)| 9 + k.len() + v.as_ref().map_or(0, Vec::len))
-            .sum();
-        let mut out = Vec::with_capacity(size);
+        let mut out = Vec::with_capacity(self.bytes() + 9 * self.writes.len());
         for (key, value) in &self.writes {
             out.extend_from_slice(&(key.len() as u32).to_le_bytes());
             out.extend_from_slice(key);

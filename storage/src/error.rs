@@ -12,6 +12,12 @@ pub enum StorageError {
     Catalog(#[from] serde_json::Error),
     #[error("{0}")]
     Corrupt(String),
+    /// The data directory was written in a format this Eddy does not read (the message says
+    /// what to do).
+    #[error("{0}")]
+    Format(String),
+    #[error("data directory: {0}")]
+    Io(#[from] std::io::Error),
 }
 
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;

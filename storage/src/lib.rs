@@ -6,6 +6,7 @@
 //!
 //! - [`codec`]: rows ↔ bytes with Arrow's row format (keys sort like their values).
 //! - [`keys`]: table ids, reserved system tables, key prefixes.
+//! - [`format`]: the data directory's format version and row encoding, checked on open.
 //! - [`store`]: the [`Store`] trait, a sled implementation and an in-memory one for tests.
 //! - [`epoch`]: [`EpochBatch`], every write of one epoch, applied atomically.
 //! - [`catalog`]: the persistent catalog (each object's SQL and table ids).
@@ -14,6 +15,7 @@ pub mod catalog;
 pub mod codec;
 pub mod epoch;
 pub mod error;
+pub mod format;
 pub mod keys;
 pub mod store;
 

@@ -50,6 +50,7 @@ impl SledStore {
 
     /// Opens the store with a page cache of `cache_bytes`.
     pub fn open_with_cache(dir: &Path, cache_bytes: u64) -> Result<Self> {
+        crate::format::prepare_logged(dir)?;
         let db = sled::Config::new()
             .path(dir)
             // sled's default page cache is 1 GiB; views are scanned whole, not probed, so a

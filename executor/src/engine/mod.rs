@@ -8,7 +8,7 @@
 //! checkpoint interval while anything is uncommitted.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, Select, Sender};
@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 use crate::connector::{SourceEvent, SourceSpec};
 use crate::feed::Feed;
 use crate::graph::Graph;
-use crate::stats::{EngineStats, TableStats, ViewStats};
+use crate::stats::{CommitObserver, CommitReport, EngineStats, TableStats, ViewStats};
 use crate::table::TableRuntime;
 mod catalog;
 mod sources;
@@ -110,6 +110,7 @@ enum Command {
 pub struct EngineHandle {
     tx: Sender<Command>,
     stats: Arc<RwLock<EngineStats>>,
+    commit_observer: Arc<OnceLock<CommitObserver>>,
 }
 
 impl EngineHandle {
@@ -117,12 +118,24 @@ impl EngineHandle {
     pub fn start(store: Arc<dyn Store>, interval: Duration) -> Result<Self> {
         let (tx, rx) = unbounded();
         let stats = Arc::new(RwLock::new(EngineStats::default()));
+        let commit_observer = Arc::new(OnceLock::new());
         let mut engine = Engine::new(store, stats.clone())?;
+        engine.commit_observer = commit_observer.clone();
         std::thread::Builder::new()
             .name("eddy-engine".into())
             .spawn(move || engine.run(rx, interval))
             .map_err(|e| ExecError::DataFusion(e.into()))?;
-        Ok(Self { tx, stats })
+        Ok(Self {
+            tx,
+            stats,
+            commit_observer,
+        })
+    }
+
+    /// Has `observer` told of every epoch committed from now on (one observer per engine;
+    /// a second call is ignored).
+    pub fn observe_commits(&self, observer: CommitObserver) {
+        let _ = self.commit_observer.set(observer);
     }
 
     async fn request<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
@@ -294,6 +307,7 @@ struct Engine {
     acks: Vec<Box<dyn FnOnce(Result<()>) + Send>>,
     /// FLUSHes waiting for feeds to catch up with their sources.
     flushes: Vec<PendingFlush>,
+    commit_observer: Arc<OnceLock<CommitObserver>>,
 }
 
 /// A FLUSH over running feeds: done when each feed reaches what its source held then.
@@ -327,6 +341,7 @@ impl Engine {
             dirty: false,
             acks: Vec::new(),
             flushes: Vec::new(),
+            commit_observer: Arc::new(OnceLock::new()),
         })
     }
 
@@ -617,6 +632,7 @@ impl Engine {
     /// Runs a barrier through every pipeline and commits the epoch atomically: rows, state,
     /// watermarks, late rows, source positions and dead letters together.
     fn commit(&mut self) -> Result<()> {
+        let started = Instant::now();
         let epoch = self.counters.epoch + 1;
         let barrier = Barrier { epoch };
         let mut batch = std::mem::take(&mut self.epoch_writes);
@@ -660,9 +676,18 @@ impl Engine {
             COUNTERS,
             serde_json::to_vec(&counters).map_err(eddy_storage::StorageError::from)?,
         );
+        let (bytes, writes) = (batch.bytes() as u64, batch.len() as u64);
         self.store.commit(batch)?;
         self.counters = counters;
         self.dirty = false;
+        if let Some(observer) = self.commit_observer.get() {
+            observer(&CommitReport {
+                epoch,
+                duration: started.elapsed(),
+                bytes,
+                writes,
+            });
+        }
         self.publish_stats();
         Ok(())
     }
@@ -793,15 +818,34 @@ impl Engine {
             views: self
                 .views
                 .values()
-                .map(|view| ViewStats {
-                    name: view.entry.name.clone(),
-                    source: view.plan.input_names().join(", "),
-                    sql: view.entry.sql.clone(),
-                    emit_on_window_close: view.plan.emit_on_window_close,
-                    state_rows: view.graph.state_rows() as u64,
-                    open_windows: view.graph.open_windows() as u64,
-                    unbounded_state: view.plan.has_unbounded_state(),
-                    joins: view.graph.join_state(),
+                .map(|view| {
+                    // Lateness is judged where rows enter: the view's own readers of sources,
+                    // or the stored tables it reads.
+                    let (rows_in, rows_late) = view
+                        .readers
+                        .iter()
+                        .map(|r| &r.table)
+                        .chain(
+                            self.tables
+                                .iter()
+                                .filter(|(name, _)| view.plan.reads(name))
+                                .map(|(_, (_, table))| table),
+                        )
+                        .fold((0, 0), |(rows_in, late), t| {
+                            (rows_in + t.rows_in(), late + t.rows_late())
+                        });
+                    ViewStats {
+                        name: view.entry.name.clone(),
+                        rows_in,
+                        rows_late,
+                        source: view.plan.input_names().join(", "),
+                        sql: view.entry.sql.clone(),
+                        emit_on_window_close: view.plan.emit_on_window_close,
+                        state_rows: view.graph.state_rows() as u64,
+                        open_windows: view.graph.open_windows() as u64,
+                        unbounded_state: view.plan.has_unbounded_state(),
+                        joins: view.graph.join_state(),
+                    }
                 })
                 .collect(),
             sources: self

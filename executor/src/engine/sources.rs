@@ -166,7 +166,7 @@ impl Engine {
                 let messages = (batch.rows.num_rows() + batch.dead_letters.len()) as i64;
                 feed.advance(&batch.split, batch.next_position, messages);
                 feed.last_error = None;
-                feed.dead_letters.extend(batch.dead_letters);
+                feed.add_dead_letters(&batch.split, batch.dead_letters);
                 self.dirty = true;
                 if batch.rows.num_rows() == 0 {
                     return Ok(());
@@ -280,6 +280,7 @@ impl Engine {
                     idle: progress.idle,
                     finished: feed.finished,
                     last_error: feed.last_error.clone(),
+                    dead_letters: progress.dead_letters,
                 });
             }
         }

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs Prometheus and promtool (Debian's `prometheus` package): the metrics test
+# (server/tests/prometheus.rs) starts a real Prometheus that scrapes Eddy, and the alert rules
+# in docker/prometheus/ are checked with `promtool check rules` and `promtool test rules`.
+set -euo pipefail
+
+if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then
+    echo "prometheus already installed: $(command -v prometheus)"
+    exit 0
+fi
+echo "==> apt-get install prometheus"
+apt-get update -qq
+# The package would start a system service where there is an init system; policy-rc.d stops
+# that here, the tests start their own Prometheus.
+DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -qq --no-install-recommends prometheus
+command -v prometheus >/dev/null && command -v promtool >/dev/null

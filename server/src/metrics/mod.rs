@@ -1,0 +1,26 @@
+//! Metrics in Prometheus' text format, on an HTTP listener of their own (`--metrics-listen`).
+//!
+//! - [`engine`]: sources, tables, views and joins, read at each scrape from the same figures
+//!   `eddy_catalog` shows (nothing is computed twice).
+//! - [`commits`]: each epoch commit's duration and bytes, as the engine reports them.
+//! - [`queries`]: statements run, their latency, errors by SQLSTATE, open connections.
+//! - [`http`]: the `/metrics` endpoint.
+
+pub mod commits;
+pub mod engine;
+pub mod http;
+pub mod queries;
+
+use eddy_executor::EngineHandle;
+use prometheus::Registry;
+
+/// A registry holding every Eddy metric, with the engine's commits observed from now on.
+pub fn registry(engine: &EngineHandle) -> prometheus::Result<Registry> {
+    let registry = Registry::new();
+    registry.register(Box::new(engine::EngineCollector::new(engine.clone())?))?;
+    let commits = commits::CommitMetrics::new()?;
+    commits.register(&registry)?;
+    engine.observe_commits(commits.observer());
+    queries::register(&registry)?;
+    Ok(registry)
+}
