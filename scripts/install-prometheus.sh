@@ -10,7 +10,7 @@ if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1;
 fi
 echo "==> apt-get install prometheus"
 apt-get update -qq
-# The package would start a system service where there is an init system; policy-rc.d stops
-# that here, the tests start their own Prometheus.
-DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -qq --no-install-recommends prometheus
+# Where an init system runs, the package also starts a system-wide Prometheus; the tests do
+# not use it (each starts its own on a free port).
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
 command -v prometheus >/dev/null && command -v promtool >/dev/null

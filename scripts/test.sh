@@ -26,6 +26,11 @@ echo "==> install the Postgres clients (in $EDDY_TOOLS_DIR/clients)"
 bash scripts/install-clients.sh
 export EDDY_REQUIRE_CLIENTS=1
 
+# Prometheus and promtool (Debian's package): the metrics test scrapes Eddy with them and
+# checks the alert rules.
+echo "==> install Prometheus"
+bash scripts/install-prometheus.sh
+
 echo "==> cargo build (debug; CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
 cargo build --workspace --tests --bins
 

@@ -9,6 +9,7 @@
 //! - `drain`: a preloaded topic through a slow view; RSS sampled every second.
 //! - `bounded`: an hour of event time through TUMBLE and SESSION views; state and RSS over time.
 //! - `nexmark-files`: the generator's person, auction and bid events as JSON-lines files.
+//! - `recovery`: kill -9 with 250 MB to 1 GB kept, restart: time to accept and to catch up.
 //!
 //! `cargo run --release -p eddy-bench -- nexmark --query q7 --input file --path bids.jsonl`
 
@@ -21,6 +22,7 @@ mod nexmark;
 mod nexmark_files;
 mod process;
 mod queries;
+mod recovery;
 mod startup;
 
 use anyhow::Result;
@@ -49,6 +51,8 @@ enum Command {
     Startup(startup::StartupArgs),
     /// One run of the Nexmark generator as person, auction and bid JSON-lines files.
     NexmarkFiles(nexmark_files::NexmarkFilesArgs),
+    /// Views holding 250 MB to 1 GB, kill -9, restart: time to accept and to catch up.
+    Recovery(recovery::RecoveryArgs),
 }
 
 #[tokio::main]
@@ -61,5 +65,6 @@ async fn main() -> Result<()> {
         Command::Bounded(args) => bounded::run(args).await,
         Command::Startup(args) => startup::run(args).await,
         Command::NexmarkFiles(args) => nexmark_files::run(args),
+        Command::Recovery(args) => recovery::run(args).await,
     }
 }

@@ -35,6 +35,12 @@ pub struct SplitProgress {
     pub lag_trend: Option<f64>,
     /// Undecodable messages since the server started.
     pub dead_letters: u64,
+    /// Messages per unit of position: 1 where positions count messages (Kafka offsets,
+    /// generator events); for files (positions in bytes) lines per byte read so far.
+    pub messages_per_position: f64,
+    /// Where the split was when the feed started, and messages read since.
+    start_position: i64,
+    messages_read: i64,
     rate_window_start: Instant,
     rate_window_messages: i64,
 }
@@ -56,6 +62,9 @@ pub struct Feed {
     pub reported_generation: u64,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    /// When the connector started, and from where (a throttled generator's schedule).
+    started: Instant,
+    start_positions: BTreeMap<String, i64>,
 }
 
 /// What a feed must reach for a FLUSH issued now to be done.
@@ -115,6 +124,7 @@ impl Feed {
             None => DEFAULT_IDLE_TIMEOUT,
         };
         let connector = connector::build(&spec)?;
+        let start_positions = positions.clone();
         let (sender, events) = bounded(CHANNEL_BATCHES);
         let stop = Arc::new(AtomicBool::new(false));
         let refresh = Arc::new(AtomicU64::new(0));
@@ -143,6 +153,8 @@ impl Feed {
             reported_generation: 0,
             stop,
             thread: Some(thread),
+            started: Instant::now(),
+            start_positions,
         })
     }
 
@@ -159,6 +171,9 @@ impl Feed {
                 previous_lag_seconds: None,
                 lag_trend: None,
                 dead_letters: 0,
+                messages_per_position: 1.0,
+                start_position: position,
+                messages_read: 0,
                 rate_window_start: Instant::now(),
                 rate_window_messages: 0,
             })
@@ -185,6 +200,11 @@ impl Feed {
     pub fn flush_target(&self) -> FlushTarget {
         if self.bounded() {
             return FlushTarget::Finished;
+        }
+        if self.spec.connector == "nexmark" {
+            // An endless generator's "end" is its schedule, which moves on while a FLUSH
+            // waits: a FLUSH takes what has arrived.
+            return FlushTarget::Nothing;
         }
         if self.spec.connector == "file" {
             // A followed file's end right now: its last complete line.
@@ -230,6 +250,54 @@ impl Feed {
         progress.position = next_position;
         progress.last_data = Instant::now();
         progress.rate_window_messages += messages;
+        progress.messages_read += messages;
+    }
+
+    /// Fills in the split ends that no connector reports: a file's size (positions are
+    /// bytes; lines left are estimated from the lines per byte read so far), and the events a
+    /// throttled endless generator should have produced by now at `nexmark.event.rate`.
+    fn estimate_ends(&mut self) {
+        match self.spec.connector.as_str() {
+            "file" => {
+                let Some(path) = self.spec.option("path") else {
+                    return;
+                };
+                let path = std::path::Path::new(path);
+                let follow = !self.bounded();
+                // A followed file's last line may still be being written: it ends at its
+                // last newline. A file read once is read to its last byte.
+                let end = if follow {
+                    complete_length(path).ok()
+                } else {
+                    std::fs::metadata(path).ok().map(|m| m.len() as i64)
+                };
+                let Some(end) = end else {
+                    return;
+                };
+                let progress = self.split(&path.display().to_string());
+                progress.high_watermark = Some(end);
+                let bytes = progress.position - progress.start_position;
+                if progress.messages_read > 0 && bytes > 0 {
+                    progress.messages_per_position = progress.messages_read as f64 / bytes as f64;
+                }
+            }
+            "nexmark" if !self.bounded() => {
+                let Some(rate) = self
+                    .spec
+                    .option("nexmark.event.rate")
+                    .and_then(|r| r.trim().parse::<f64>().ok())
+                    .filter(|r| *r > 0.0)
+                else {
+                    return;
+                };
+                let due = self.started.elapsed().as_secs_f64() * rate;
+                for (split, progress) in self.splits.iter_mut() {
+                    let start = self.start_positions.get(split).copied().unwrap_or(0);
+                    progress.high_watermark = Some(start + due as i64);
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Takes in what the connector reports of a split: its end, and (before any data) the
@@ -245,8 +313,9 @@ impl Feed {
         self.split(&report.split).high_watermark = report.high_watermark;
     }
 
-    /// Updates rates and lag trends (call about once a second).
+    /// Updates rates, estimated ends and lag trends (call about once a second).
     pub fn tick(&mut self) {
+        self.estimate_ends();
         for progress in self.splits.values_mut() {
             let elapsed = progress.rate_window_start.elapsed().as_secs_f64();
             if elapsed < 1.0 {
@@ -320,9 +389,15 @@ fn complete_length(path: &std::path::Path) -> std::io::Result<i64> {
     Ok(0)
 }
 
+/// Messages between the split's position and its end (for files, estimated lines).
+pub fn lag_messages(progress: &SplitProgress) -> Option<i64> {
+    let behind = (progress.high_watermark? - progress.position).max(0);
+    Some((behind as f64 * progress.messages_per_position).ceil() as i64)
+}
+
 /// Lag in seconds: messages behind the end of the split divided by the consumption rate.
 pub fn lag_seconds(progress: &SplitProgress) -> Option<f64> {
-    let behind = (progress.high_watermark? - progress.position).max(0) as f64;
+    let behind = lag_messages(progress)? as f64;
     if behind == 0.0 {
         return Some(0.0);
     }

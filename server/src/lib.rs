@@ -21,6 +21,7 @@
 //! - [`sources`]: CREATE SOURCE and connector-fed tables.
 //! - [`provider`]: committed rows as DataFusion tables.
 //! - [`system_tables`]: the `eddy_catalog` schema.
+//! - [`restore`]: how long this start took to bring the data back.
 //! - [`metrics`]: Prometheus metrics on an HTTP listener of their own.
 //! - [`error`]: errors with SQLSTATE codes.
 //! - [`demo`]: `eddy --demo`, a live Nexmark view.
@@ -49,6 +50,7 @@ pub mod pg_text_functions;
 pub mod pg_typeof;
 pub mod protocol_statements;
 pub mod provider;
+pub mod restore;
 pub mod rewrite;
 pub mod session;
 pub mod sources;

@@ -107,16 +107,33 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     init_logging(args.log_format);
 
+    let started_at = std::time::SystemTime::now();
+    let opening = std::time::Instant::now();
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data directory {}", args.data_dir.display()))?;
     let store: Arc<dyn Store> = Arc::new(
         SledStore::open_with_cache(&args.data_dir, args.store_cache_mib << 20)
             .with_context(|| format!("cannot open the store in {}", args.data_dir.display()))?,
     );
+    let open_store = opening.elapsed();
+    let store_bytes = store.size_on_disk();
+    let objects = eddy_storage::CatalogEntry::load_all(store.as_ref())
+        .map_or(0, |entries| entries.len() as u64);
+    let restoring = std::time::Instant::now();
     let engine = EngineHandle::start(store.clone(), args.checkpoint_interval)?;
     let db = Database::open(store, engine.clone())
         .await
         .map_err(|e| anyhow::anyhow!("cannot restore the catalog: {e}"))?;
+    eddy_server::restore::record(eddy_server::restore::RestoreReport {
+        started_at_micros: started_at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as i64),
+        open_store,
+        restore_catalog: restoring.elapsed(),
+        objects,
+        store_bytes,
+        epoch: db.engine().committed_epoch(),
+    });
     if args.demo {
         eddy_server::demo::install(&db)
             .await

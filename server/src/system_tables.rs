@@ -20,6 +20,7 @@ const TABLES: &[&str] = &[
     "join_state",
     "late_rows",
     "materialized_views",
+    "restore",
     "source_errors",
     "source_progress",
     "sources",
@@ -53,6 +54,10 @@ impl SystemSchema {
                 ints(t.iter().map(|t| Some(t.rows_late as i64))),
             ),
             ("watermark", timestamps(t.iter().map(|t| t.watermark))),
+            (
+                "watermark_delay_seconds",
+                delays(t.iter().map(|t| t.watermark)),
+            ),
         ])
     }
 
@@ -198,6 +203,10 @@ impl SystemSchema {
             ("lag_trend", floats(p.iter().map(|p| p.lag_trend).collect())),
             ("watermark", timestamps(p.iter().map(|p| p.watermark))),
             (
+                "watermark_delay_seconds",
+                delays(p.iter().map(|p| p.watermark)),
+            ),
+            (
                 "idle",
                 Arc::new(BooleanArray::from(
                     p.iter().map(|p| p.idle).collect::<Vec<_>>(),
@@ -246,6 +255,51 @@ impl SystemSchema {
     }
 }
 
+/// One row: how long this server's start took to bring its data back (no row before the
+/// start has finished restoring).
+fn restore_table() -> Result<RecordBatch> {
+    let report = crate::restore::last();
+    let rows: Vec<&crate::restore::RestoreReport> = report.into_iter().collect();
+    let seconds = |f: fn(&crate::restore::RestoreReport) -> f64| -> ArrayRef {
+        Arc::new(Float64Array::from(
+            rows.iter().map(|r| Some(f(r))).collect::<Vec<_>>(),
+        ))
+    };
+    batch(vec![
+        (
+            "started_at",
+            timestamps(rows.iter().map(|r| Some(r.started_at_micros))),
+        ),
+        (
+            "open_store_seconds",
+            seconds(|r| r.open_store.as_secs_f64()),
+        ),
+        (
+            "restore_catalog_seconds",
+            seconds(|r| r.restore_catalog.as_secs_f64()),
+        ),
+        ("total_seconds", seconds(|r| r.total().as_secs_f64())),
+        ("objects", ints(rows.iter().map(|r| Some(r.objects as i64)))),
+        (
+            "store_bytes",
+            ints(rows.iter().map(|r| Some(r.store_bytes as i64))),
+        ),
+        ("epoch", ints(rows.iter().map(|r| Some(r.epoch as i64)))),
+    ])
+}
+
+/// Wall-clock time minus each watermark (micros), in seconds.
+fn delays(watermarks: impl Iterator<Item = Option<i64>>) -> ArrayRef {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64);
+    Arc::new(Float64Array::from(
+        watermarks
+            .map(|w| w.map(|w| (now - w) as f64 / 1e6))
+            .collect::<Vec<_>>(),
+    ))
+}
+
 fn strings(values: impl Iterator<Item = String>) -> ArrayRef {
     Arc::new(StringArray::from(values.collect::<Vec<_>>()))
 }
@@ -290,6 +344,7 @@ impl SchemaProvider for SystemSchema {
             "sources" => self.sources()?,
             "source_progress" => self.source_progress()?,
             "source_errors" => self.source_errors()?,
+            "restore" => restore_table()?,
             _ => return Ok(None),
         };
         Ok(Some(Arc::new(MemTable::try_new(

@@ -121,6 +121,7 @@ impl EngineHandle {
         let commit_observer = Arc::new(OnceLock::new());
         let mut engine = Engine::new(store, stats.clone())?;
         engine.commit_observer = commit_observer.clone();
+        engine.publish_stats();
         std::thread::Builder::new()
             .name("eddy-engine".into())
             .spawn(move || engine.run(rx, interval))
@@ -243,6 +244,11 @@ impl EngineHandle {
     /// Commits the current epoch and stops the engine.
     pub async fn shutdown(&self) -> Result<()> {
         self.request(|reply| Command::Shutdown { reply }).await
+    }
+
+    /// The last committed epoch (as of the engine's start, until it commits again).
+    pub fn committed_epoch(&self) -> u64 {
+        self.stats.read().unwrap_or_else(|e| e.into_inner()).epoch
     }
 
     pub fn stats(&self) -> EngineStats {

@@ -270,9 +270,7 @@ impl Engine {
                     split: split.clone(),
                     position: progress.position,
                     high_watermark: progress.high_watermark,
-                    lag_messages: progress
-                        .high_watermark
-                        .map(|h| (h - progress.position).max(0)),
+                    lag_messages: crate::feed::lag_messages(progress),
                     rate: progress.rate,
                     lag_seconds: lag_seconds(progress),
                     lag_trend: progress.lag_trend,

@@ -3,6 +3,7 @@
 //! - [`engine`]: sources, tables, views and joins, read at each scrape from the same figures
 //!   `eddy_catalog` shows (nothing is computed twice).
 //! - [`commits`]: each epoch commit's duration and bytes, as the engine reports them.
+//! - [`restore`]: how long this start took to restore the data directory.
 //! - [`queries`]: statements run, their latency, errors by SQLSTATE, open connections.
 //! - [`http`]: the `/metrics` endpoint.
 
@@ -10,6 +11,7 @@ pub mod commits;
 pub mod engine;
 pub mod http;
 pub mod queries;
+pub mod restore;
 
 use eddy_executor::EngineHandle;
 use prometheus::Registry;
@@ -22,5 +24,6 @@ pub fn registry(engine: &EngineHandle) -> prometheus::Result<Registry> {
     commits.register(&registry)?;
     engine.observe_commits(commits.observer());
     queries::register(&registry)?;
+    registry.register(Box::new(restore::RestoreCollector::new()?))?;
     Ok(registry)
 }
