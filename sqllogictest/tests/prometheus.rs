@@ -202,7 +202,17 @@ async fn prometheus_scrapes_figures_that_move() {
         r#"eddy_restore_duration_seconds{phase="restore_catalog"}"#,
         |v| v >= 0.0,
     );
-    // The rules loaded, and the late share of per_sensor is recorded.
+    // The rules loaded: with a late row now, the late share of per_sensor is above 0.
+    prometheus.wait_for(r#"eddy:view_late_share:rate5m{view="per_sensor"}"#, |v| {
+        v == 0.0
+    });
+    client
+        .batch_execute("INSERT INTO readings VALUES (4, 4.0, '2024-01-01 00:00:02');")
+        .await
+        .unwrap();
+    prometheus.wait_for(r#"eddy_view_rows_late_total{view="per_sensor"}"#, |v| {
+        v == 2.0
+    });
     prometheus.wait_for(r#"eddy:view_late_share:rate5m{view="per_sensor"}"#, |v| {
         v > 0.0 && v <= 1.0
     });
@@ -263,22 +273,52 @@ async fn alerts_and_dashboard_use_only_metrics_eddy_exports() {
         .await
         .expect("create objects");
     let _ = client.simple_query("SELECT nonsense").await;
-    let body = ureq::get(&format!("http://127.0.0.1:{metrics_port}/metrics"))
-        .call()
-        .expect("scrape")
-        .body_mut()
-        .read_to_string()
-        .unwrap();
+    // The file's end is estimated on the engine's next tick: scrape until its lag shows.
+    let lag = r#"eddy_source_lag_messages{source="f",split=""#;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let body = loop {
+        let mut response = ureq::get(&format!("http://127.0.0.1:{metrics_port}/metrics"))
+            .call()
+            .expect("scrape");
+        let body = response.body_mut().read_to_string().unwrap();
+        if body.contains(lag) || Instant::now() > deadline {
+            break body;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Read to its end: nothing left, in lines and in seconds.
+    let value = |name: &str| {
+        body.lines()
+            .find(|l| l.starts_with(name) && l.contains(r#"source="f""#))
+            .and_then(|l| l.rsplit(' ').next())
+            .map(|v| v.to_string())
+    };
+    assert_eq!(
+        value("eddy_source_lag_messages").as_deref(),
+        Some("0"),
+        "{body}"
+    );
+    assert_eq!(
+        value("eddy_source_lag_seconds").as_deref(),
+        Some("0"),
+        "{body}"
+    );
+    let size = std::fs::metadata(&lines).unwrap().len().to_string();
+    assert_eq!(
+        value("eddy_source_high_watermark_offset").as_deref(),
+        Some(size.as_str()),
+        "{body}"
+    );
     let exported: BTreeSet<String> = body
         .lines()
         .filter_map(|line| line.strip_prefix("# TYPE "))
         .filter_map(|line| line.split_whitespace().next())
         .map(str::to_string)
         .collect();
-    let missing: Vec<&String> = metrics_used()
-        .iter()
-        .filter(|name| !exported.contains(*name))
-        .collect::<Vec<_>>();
+    let missing: Vec<String> = metrics_used()
+        .into_iter()
+        .filter(|name| !exported.contains(name))
+        .collect();
     assert!(
         missing.is_empty(),
         "used but not exported: {missing:?}\nexported: {exported:?}"
