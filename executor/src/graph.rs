@@ -95,7 +95,7 @@ impl Graph {
     pub fn watermarks(&self) -> Vec<crate::Watermark> {
         self.clocks
             .iter()
-            .map(|(&clock, &value)| crate::Watermark { clock, value })
+            .map(|(&clock, &value)| crate::Watermark::at(clock, value))
             .collect()
     }
 
@@ -193,6 +193,9 @@ impl Graph {
     fn materialize_message(&mut self, message: Message, changes: &mut Vec<Message>) -> Result<()> {
         match message {
             Message::Chunk(chunk) => self.materialize.process_chunk(chunk, changes),
+            Message::Watermark(watermark) if watermark.idle && watermark.value == i64::MIN => {
+                self.materialize.process_watermark(watermark, changes)
+            }
             Message::Watermark(watermark) => {
                 let value = self
                     .clocks

@@ -91,6 +91,8 @@ pub struct TableRuntime {
     value_codec: RowCodec,
     progress: TableProgress,
     progress_dirty: bool,
+    /// Whether the last watermark passed on said the source is idle.
+    reported_idle: bool,
     /// Row writes since the last commit: key → row (None: deleted).
     pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     late: Vec<LateRow>,
@@ -118,6 +120,7 @@ impl TableRuntime {
             value_codec,
             progress,
             progress_dirty: false,
+            reported_idle: false,
             pending: BTreeMap::new(),
             late: Vec::new(),
         })
@@ -133,7 +136,7 @@ impl TableRuntime {
         self.progress
             .watermark
             .current()
-            .map(|value| Watermark { clock: 0, value })
+            .map(|value| Watermark::at(0, value))
     }
 
     pub fn rows_in(&self) -> u64 {
@@ -290,10 +293,12 @@ impl TableRuntime {
         let before = self.progress.watermark.current();
         let late_rows = self.progress.watermark.observe(split, &times, delay);
         let after = self.progress.watermark.current();
-        let advanced = (after != before)
+        // A source that was idle and delivers again is waited for again.
+        let resumed = std::mem::take(&mut self.reported_idle);
+        let advanced = (after != before || resumed)
             .then_some(after)
             .flatten()
-            .map(|value| Watermark { clock: 0, value });
+            .map(|value| Watermark::at(0, value));
         if late_rows.is_empty() {
             return Ok((batch, advanced, None));
         }
@@ -349,12 +354,26 @@ impl TableRuntime {
         }
     }
 
-    /// Marks a split idle or active; returns the new watermark when that advanced it.
+    /// Marks a split idle or active; returns the watermark to pass on when that advanced it,
+    /// or when the source as a whole went idle or active again (a join stops or starts
+    /// waiting for it).
     pub fn set_split_idle(&mut self, split: &str, idle: bool) -> Option<Watermark> {
         let (_, delay) = self.def.watermark?;
-        let value = self.progress.watermark.set_idle(split, idle, delay)?;
-        self.progress_dirty = true;
-        Some(Watermark { clock: 0, value })
+        let advanced = self.progress.watermark.set_idle(split, idle, delay);
+        if advanced.is_some() {
+            self.progress_dirty = true;
+        }
+        let all_idle = self.progress.watermark.all_idle();
+        if advanced.is_none() && all_idle == self.reported_idle {
+            return None;
+        }
+        self.reported_idle = all_idle;
+        let value = self.progress.watermark.current().unwrap_or(i64::MIN);
+        Some(Watermark {
+            clock: 0,
+            value,
+            idle: all_idle,
+        })
     }
 
     /// Every row as a changelog of inserts, for backfilling a new view.
