@@ -47,6 +47,7 @@ impl From<PlanError> for ServerError {
             PlanError::Syntax(m) => Self::new("42601", m),
             PlanError::NotSupported(m) => Self::new("0A000", m),
             PlanError::Invalid(m) => Self::new("42P17", m),
+            PlanError::TooComplex(m) => Self::new("54001", m),
             PlanError::DataFusion(e) => e.into(),
         }
     }

@@ -8,7 +8,8 @@ use async_trait::async_trait;
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::ParamValues;
 use datafusion::sql::sqlparser::ast::Statement;
-use eddy_planner::statement::{parse_statements, ParsedStatement};
+use eddy_planner::limits::StatementLimits;
+use eddy_planner::statement::{parse_statements_within, ParsedStatement};
 use eddy_planner::EddyStatement;
 use futures::{stream, Sink, SinkExt};
 use pgwire::api::auth::StartupHandler;
@@ -41,13 +42,23 @@ pub struct PreparedStatement {
 pub struct EddyHandler {
     db: Arc<Database>,
     parser: Arc<EddyQueryParser>,
+    limits: StatementLimits,
 }
 
 impl EddyHandler {
     pub fn new(db: Arc<Database>) -> Self {
+        Self::with_limits(db, StatementLimits::default())
+    }
+
+    /// A handler refusing statements over `limits` (54001).
+    pub fn with_limits(db: Arc<Database>, limits: StatementLimits) -> Self {
         Self {
-            parser: Arc::new(EddyQueryParser { db: db.clone() }),
+            parser: Arc::new(EddyQueryParser {
+                db: db.clone(),
+                limits,
+            }),
             db,
+            limits,
         }
     }
 }
@@ -223,7 +234,7 @@ impl SimpleQueryHandler for EddyHandler {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let statements = match parse_statements(query) {
+        let statements = match parse_statements_within(query, &self.limits) {
             Ok(statements) => statements,
             Err(e) => {
                 return Ok(vec![Response::Error(Box::new(
@@ -253,6 +264,7 @@ impl SimpleQueryHandler for EddyHandler {
 
 pub struct EddyQueryParser {
     db: Arc<Database>,
+    limits: StatementLimits,
 }
 
 #[async_trait]
@@ -268,8 +280,8 @@ impl QueryParser for EddyQueryParser {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
-        let mut statements =
-            parse_statements(sql).map_err(|e| ServerError::from(e).into_pgwire())?;
+        let mut statements = parse_statements_within(sql, &self.limits)
+            .map_err(|e| ServerError::from(e).into_pgwire())?;
         if statements.len() > 1 {
             return Err(ServerError::new(
                 "42601",
@@ -481,6 +493,14 @@ impl EddyServerHandlers {
         Self {
             handler: Arc::new(EddyHandler::new(db)),
             authentication,
+        }
+    }
+
+    /// The same handlers, refusing statements over `limits`.
+    pub fn with_statement_limits(self, limits: StatementLimits) -> Self {
+        Self {
+            handler: Arc::new(EddyHandler::with_limits(self.handler.db.clone(), limits)),
+            authentication: self.authentication,
         }
     }
 }

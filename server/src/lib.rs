@@ -2,7 +2,11 @@
 //!
 //! Modules in data-flow order:
 //!
+//! - [`connection`]: one client connection: TLS negotiation, authentication, the message loop.
+//! - [`frame`]: client messages read whole, bounded and checked before they are decoded.
+//! - [`login_throttle`]: failed logins answered later and later.
 //! - [`auth`]: trust, or SCRAM-SHA-256 with a password; TLS.
+//! - [`limits`]: the server's limits (statement size, expression depth, memory).
 //! - [`handler`]: pgwire handlers (simple and extended query protocol).
 //! - [`rewrite`]: client SQL DataFusion cannot plan as written, made plannable.
 //! - [`session`]: a connection's settings (SET, SHOW, RESET).
@@ -18,12 +22,16 @@
 //! - [`demo`]: `eddy --demo`, a live Nexmark view.
 
 pub mod auth;
+pub mod connection;
 pub mod copy;
 pub mod database;
 pub mod demo;
 pub mod error;
+pub mod frame;
 pub mod handler;
 pub mod information_schema;
+pub mod limits;
+pub mod login_throttle;
 pub mod pg_catalog;
 pub mod pg_functions;
 pub mod pg_keys;
