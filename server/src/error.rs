@@ -115,6 +115,11 @@ impl From<DataFusionError> for ServerError {
     fn from(e: DataFusionError) -> Self {
         let message = e.strip_backtrace();
         let code = match e.find_root() {
+            DataFusionError::External(inner)
+                if inner.is::<crate::function_caps::ValueTooLarge>() =>
+            {
+                return ServerError::new("54000", inner.to_string());
+            }
             DataFusionError::SQL(_, _) => "42601",
             DataFusionError::SchemaError(schema, _) => match schema.as_ref() {
                 SchemaError::FieldNotFound { .. } => "42703",
@@ -130,6 +135,7 @@ impl From<DataFusionError> for ServerError {
             DataFusionError::Plan(m) if m.contains("function") => "42883",
             DataFusionError::Plan(_) => "42000",
             DataFusionError::NotImplemented(_) => "0A000",
+            DataFusionError::ResourcesExhausted(_) => "53200",
             DataFusionError::ArrowError(arrow, _) => return arrow_error(arrow),
             DataFusionError::Execution(m) if m.contains("Divide by zero") => "22012",
             DataFusionError::Execution(m) if m.contains("Cast error") => "22P02",

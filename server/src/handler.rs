@@ -3,7 +3,7 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch, into_pg_type};
+use arrow_pg::datatypes::{arrow_schema_to_pg_fields, into_pg_type};
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::ParamValues;
@@ -82,9 +82,12 @@ impl EddyHandler {
         if let EddyStatement::Sql(statement) = &parsed.statement {
             if session::is_session_statement(statement) {
                 return match session::execute(client.metadata_mut(), statement) {
-                    Ok(outcome) => {
-                        to_response(outcome, format, session::format_options(client.metadata()))
-                    }
+                    Ok(outcome) => to_response(
+                        outcome,
+                        format,
+                        session::format_options(client.metadata()),
+                        None,
+                    ),
                     Err(e) => error(e),
                 };
             }
@@ -105,7 +108,10 @@ impl EddyHandler {
             parsed
         };
         let options = session::format_options(client.metadata());
-        let outcome = match session::statement_timeout(client.metadata()) {
+        let timeout = session::statement_timeout(client.metadata());
+        // The timeout covers running the statement and sending its rows.
+        let deadline = timeout.map(|limit| std::time::Instant::now() + limit);
+        let outcome = match timeout {
             None => self.db.execute(parsed, params).await,
             Some(limit) => match tokio::time::timeout(limit, self.db.execute(parsed, params)).await
             {
@@ -118,8 +124,9 @@ impl EddyHandler {
         };
         match outcome {
             Ok(outcome) => {
-                send_notices(client, &outcome).await?;
-                to_response(outcome, format, options)
+                let notices = outcome.notices().to_vec();
+                send_notices(client, &notices).await?;
+                to_response(outcome, format, options, deadline)
             }
             Err(e) => error(e),
         }
@@ -130,6 +137,7 @@ fn to_response(
     outcome: Outcome,
     format: &Format,
     options: Arc<FormatOptions>,
+    deadline: Option<std::time::Instant>,
 ) -> PgWireResult<Response> {
     match outcome {
         Outcome::Command { tag, rows, .. } => {
@@ -142,30 +150,39 @@ fn to_response(
             Ok(Response::Execution(tag))
         }
         Outcome::Rows { schema, batches } => {
+            let stream = datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
+                schema.clone(),
+                stream::iter(batches.into_iter().map(Ok)),
+            );
+            to_response(
+                Outcome::Stream {
+                    schema,
+                    stream: Box::pin(stream),
+                },
+                format,
+                options,
+                deadline,
+            )
+        }
+        Outcome::Stream { schema, stream } => {
             let fields = Arc::new(arrow_schema_to_pg_fields(
                 &postgres_names(&schema),
                 format,
                 Some(options),
             )?);
-            let rows: Vec<_> = batches
-                .into_iter()
-                .flat_map(|batch| encode_recordbatch(fields.clone(), batch))
-                .collect();
-            Ok(Response::Query(QueryResponse::new(
-                fields,
-                stream::iter(rows),
-            )))
+            let rows = crate::result_stream::data_rows(fields.clone(), stream, deadline);
+            Ok(Response::Query(QueryResponse::new(fields, rows)))
         }
     }
 }
 
 /// Sends a statement's NOTICEs ahead of its result.
-async fn send_notices<C>(client: &mut C, outcome: &Outcome) -> PgWireResult<()>
+async fn send_notices<C>(client: &mut C, notices: &[String]) -> PgWireResult<()>
 where
     C: Sink<PgWireBackendMessage> + Unpin + Send,
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
-    for notice in outcome.notices() {
+    for notice in notices {
         let info = ErrorInfo::new("NOTICE".to_string(), "00000".to_string(), notice.clone());
         client
             .send(PgWireBackendMessage::NoticeResponse(info.into()))
@@ -415,6 +432,20 @@ impl ExtendedQueryHandler for EddyHandler {
 
     fn query_parser(&self) -> Arc<Self::QueryParser> {
         self.parser.clone()
+    }
+
+    async fn on_execute<C>(
+        &self,
+        client: &mut C,
+        message: pgwire::messages::extendedquery::Execute,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        crate::portal_execute::execute(self, client, message).await
     }
 
     async fn do_query<C>(

@@ -8,6 +8,7 @@
 //! - [`auth`]: trust, or SCRAM-SHA-256 with a password; TLS.
 //! - [`limits`]: the server's limits (statement size, expression depth, memory).
 //! - [`handler`]: pgwire handlers (simple and extended query protocol).
+//! - [`portal_execute`]: Execute with no row limit, streamed.
 //! - [`rewrite`]: client SQL DataFusion cannot plan as written, made plannable.
 //! - [`session`]: a connection's settings (SET, SHOW, RESET).
 //! - [`copy`]: `COPY ... TO STDOUT`.
@@ -17,6 +18,9 @@
 //! - [`views`]: materialized views: planning, creation, EXPLAIN, the stream catalog.
 //! - [`sources`]: CREATE SOURCE and connector-fed tables.
 //! - [`provider`]: committed rows as DataFusion tables.
+//! - [`function_caps`]: functions that allocate by their arguments, checked (54000).
+//! - [`query_memory`]: each query's own memory pool (`--query-memory-limit`, 53200).
+//! - [`result_stream`]: a query's rows encoded as the client takes them.
 //! - [`system_tables`]: the `eddy_catalog` schema.
 //! - [`error`]: errors with SQLSTATE codes.
 //! - [`demo`]: `eddy --demo`, a live Nexmark view.
@@ -28,6 +32,7 @@ pub mod database;
 pub mod demo;
 pub mod error;
 pub mod frame;
+pub mod function_caps;
 pub mod handler;
 pub mod information_schema;
 pub mod limits;
@@ -36,7 +41,10 @@ pub mod pg_catalog;
 pub mod pg_functions;
 pub mod pg_keys;
 pub mod pg_text_functions;
+pub mod portal_execute;
 pub mod provider;
+pub mod query_memory;
+pub mod result_stream;
 pub mod rewrite;
 pub mod session;
 pub mod sources;

@@ -81,6 +81,10 @@ struct Args {
     /// a longer one is refused with 54001.
     #[arg(long, env = "EDDY_MAX_STATEMENT_SIZE", default_value = "4MiB", value_parser = eddy_server::limits::parse_size)]
     max_statement_size: usize,
+    /// The memory one query may use (sorts and aggregations spill to disk beyond it; what
+    /// cannot is refused with 53200), e.g. `1GiB`.
+    #[arg(long, env = "EDDY_QUERY_MEMORY_LIMIT", default_value = "1GiB", value_parser = eddy_server::limits::parse_size)]
+    query_memory_limit: usize,
 }
 
 #[tokio::main]
@@ -104,6 +108,7 @@ async fn main() -> anyhow::Result<()> {
     let db = Database::open(store, engine.clone())
         .await
         .map_err(|e| anyhow::anyhow!("cannot restore the catalog: {e}"))?;
+    db.set_query_memory_limit(args.query_memory_limit);
     if args.demo {
         eddy_server::demo::install(&db)
             .await
