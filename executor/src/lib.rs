@@ -7,6 +7,7 @@
 //! - [`feed`]: a running connector: its thread, positions and progress.
 //! - [`table`]: a table as a source: DML → changelog chunks, watermarks and late rows.
 //! - [`watermark`]: per-split event-time watermarks and lateness.
+//! - [`late_rows`]: the late rows kept for `eddy_catalog.late_rows`.
 //! - [`operator`]: the small `Operator` trait every incremental operator implements.
 //! - [`operators`]: filter, project, window assignment, materialize — one per file.
 //! - [`aggregate`]: keyed incremental aggregation over DataFusion accumulators.
@@ -19,6 +20,7 @@ pub mod connector;
 pub mod engine;
 pub mod error;
 pub mod feed;
+pub mod late_rows;
 pub mod operator;
 pub mod operators;
 pub mod pipeline;

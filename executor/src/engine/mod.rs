@@ -648,21 +648,20 @@ impl Engine {
     }
 
     fn insert(&mut self, name: &str, batches: Vec<RecordBatch>) -> Result<u64> {
-        let mut applied = 0;
-        for batch in batches {
-            let rows = batch.num_rows() as u64;
-            let (_, table) = self.tables.get_mut(name).ok_or_else(|| {
-                ExecError::UndefinedObject(format!("table \"{name}\" does not exist"))
-            })?;
-            let late_before = table.rows_late();
-            // DML is one split of its own.
-            let outcome = table.insert(batch, "", self.store.as_ref());
-            let outcome = self.abandon_on_error(outcome)?;
-            let late = self.tables[name].1.rows_late() - late_before;
-            applied += rows - late;
-            self.fan_out(name, outcome)?;
+        let (_, table) = self.tables.get_mut(name).ok_or_else(|| {
+            ExecError::UndefinedObject(format!("table \"{name}\" does not exist"))
+        })?;
+        let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+        let late_before = table.rows_late();
+        // DML is one split of its own; the statement's rows are judged together.
+        let outcome = table.insert_statement(batches, "", self.store.as_ref());
+        let (chunks, watermark) = self.abandon_on_error(outcome)?;
+        let late = self.tables[name].1.rows_late() - late_before;
+        for chunk in chunks {
+            self.fan_out(name, (Some(chunk), None))?;
         }
-        Ok(applied)
+        self.fan_out(name, (None, watermark))?;
+        Ok(rows - late)
     }
 
     fn change(
