@@ -12,6 +12,7 @@
 //! - [`operators`]: filter, project, window assignment, materialize — one per file.
 //! - [`aggregate`]: keyed incremental aggregation over DataFusion accumulators.
 //! - [`pipeline`]: one view's operators, driven message by message.
+//! - [`view_errors`]: rows a view's expressions failed on, kept for `eddy_catalog.view_errors`.
 //! - [`engine`]: the epoch loop: applies DML, runs barriers, commits each epoch atomically.
 
 pub mod aggregate;
@@ -26,6 +27,7 @@ pub mod operators;
 pub mod pipeline;
 pub mod stats;
 pub mod table;
+pub mod view_errors;
 pub mod watermark;
 
 pub use chunk::{Barrier, Message, Op, StreamChunk, Watermark};

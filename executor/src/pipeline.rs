@@ -166,4 +166,17 @@ impl Pipeline {
     pub fn open_windows(&self) -> usize {
         self.operators.iter().map(|o| o.open_windows()).sum()
     }
+
+    /// Rows the view's expressions failed on since the last call (see
+    /// `Operator::take_failed_rows`).
+    pub fn take_failed_rows(&mut self) -> Vec<crate::operators::FailedRow> {
+        self.operators
+            .iter_mut()
+            .flat_map(|o| o.take_failed_rows())
+            .collect()
+    }
+
+    pub fn rows_failed(&self) -> u64 {
+        self.operators.iter().map(|o| o.rows_failed()).sum()
+    }
 }

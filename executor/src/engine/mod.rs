@@ -255,6 +255,8 @@ struct Counters {
     late_seq: u64,
     #[serde(default)]
     error_seq: u64,
+    #[serde(default)]
+    view_error_seq: u64,
 }
 
 const COUNTERS: &str = "counters";
@@ -621,6 +623,14 @@ impl Engine {
                 table.commit(&mut batch, &mut self.counters.late_seq)?;
             }
             let changes = view.pipeline.push(Message::Barrier(barrier), &mut batch)?;
+            for failed in view.pipeline.take_failed_rows() {
+                crate::view_errors::write(
+                    &mut batch,
+                    &mut self.counters.view_error_seq,
+                    &name,
+                    failed,
+                )?;
+            }
             self.deliver(&name, changes)?;
         }
         for feed in self.feeds.values_mut() {
@@ -783,6 +793,7 @@ impl Engine {
                         state_rows: view.pipeline.state_rows() as u64,
                         open_windows: view.pipeline.open_windows() as u64,
                         unbounded_state: view.plan.has_unbounded_state(),
+                        rows_failed: view.pipeline.rows_failed(),
                     })
                     .collect(),
                 sources: self

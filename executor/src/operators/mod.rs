@@ -1,10 +1,12 @@
 //! Stateless operators and the materialize sink, one per file.
 
+mod failed_rows;
 mod filter;
 mod materialize;
 mod project;
 mod window;
 
+pub use failed_rows::FailedRow;
 pub use filter::FilterOperator;
 pub use materialize::MaterializeOperator;
 pub use project::ProjectOperator;
