@@ -146,6 +146,12 @@ impl RawConnection {
         Ok(())
     }
 
+    /// Closes the sending side: the server reads what was sent, then the end of the stream.
+    pub async fn finish_sending(&mut self) -> Result<()> {
+        self.stream.shutdown().await?;
+        Ok(())
+    }
+
     /// Whether the server closed the connection (seen by a read).
     pub fn closed(&self) -> bool {
         self.closed
