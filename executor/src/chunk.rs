@@ -109,11 +109,13 @@ pub struct Barrier {
     pub epoch: u64,
 }
 
-/// Event time has reached `value` (microseconds since the epoch) on the source's
-/// watermark column: no row with an earlier time will arrive.
+/// Event time on clock `clock` has reached `value` (microseconds since the epoch): no future
+/// row has a value below `value + shift` in a column the planner says this clock bounds with
+/// that shift. A table's watermark is its clock 0; a plan numbers its inputs' clocks apart,
+/// and a join derives clocks of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Watermark {
-    pub column: usize,
+    pub clock: usize,
     pub value: i64,
 }
 

@@ -9,10 +9,11 @@
 //! - [`watermark`]: per-split event-time watermarks and lateness.
 //! - [`late_rows`]: the late rows kept for `eddy_catalog.late_rows`.
 //! - [`operator`]: the small `Operator` trait every incremental operator implements.
-//! - [`operators`]: filter, project, window assignment, materialize — one per file.
+//! - [`operators`]: input, filter, project, window assignment, materialize — one per file.
 //! - [`aggregate`]: keyed incremental aggregation over DataFusion accumulators.
-//! - [`pipeline`]: one view's operators, driven message by message.
 //! - [`view_errors`]: rows a view's expressions failed on, kept for `eddy_catalog.view_errors`.
+//! - [`join`]: equi-joins over changelogs (inner, outer, semi, anti, mark), state by join key.
+//! - [`graph`]: one view's operators as a tree, driven message by message, barriers aligned.
 //! - [`engine`]: the epoch loop: applies DML, runs barriers, commits each epoch atomically.
 
 pub mod aggregate;
@@ -22,9 +23,10 @@ pub mod engine;
 pub mod error;
 pub mod feed;
 pub mod late_rows;
+pub mod graph;
+pub mod join;
 pub mod operator;
 pub mod operators;
-pub mod pipeline;
 pub mod stats;
 pub mod table;
 pub mod view_errors;
@@ -34,4 +36,4 @@ pub use chunk::{Barrier, Message, Op, StreamChunk, Watermark};
 pub use engine::{EngineHandle, TableDef, TableKey};
 pub use error::{ExecError, Result};
 pub use operator::Operator;
-pub use stats::{EngineStats, TableStats, ViewStats};
+pub use stats::{EngineStats, JoinSideStats, TableStats, ViewStats};

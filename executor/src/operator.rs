@@ -1,8 +1,9 @@
-//! The operator trait. The pipeline driver owns the loop; an operator only says what it does
-//! with each kind of message, forwarding what it does not handle.
+//! The operator trait. The graph driver owns the loop and barrier alignment; an operator only
+//! says what it does with each kind of message, forwarding what it does not handle.
 
 use eddy_storage::EpochBatch;
 
+use crate::stats::JoinSideStats;
 use crate::{Barrier, Message, Result, StreamChunk, Watermark};
 
 pub trait Operator: Send {
@@ -15,6 +16,27 @@ pub trait Operator: Send {
     fn process_watermark(&mut self, watermark: Watermark, out: &mut Vec<Message>) -> Result<()> {
         out.push(Message::Watermark(watermark));
         Ok(())
+    }
+
+    /// Handles a chunk from input `input` (0 or 1 for a two-input operator). One-input
+    /// operators get every chunk through [`Operator::process_chunk`].
+    fn process_input_chunk(
+        &mut self,
+        _input: usize,
+        chunk: StreamChunk,
+        out: &mut Vec<Message>,
+    ) -> Result<()> {
+        self.process_chunk(chunk, out)
+    }
+
+    /// Handles a watermark from input `input`.
+    fn process_input_watermark(
+        &mut self,
+        _input: usize,
+        watermark: Watermark,
+        out: &mut Vec<Message>,
+    ) -> Result<()> {
+        self.process_watermark(watermark, out)
     }
 
     /// Called when a barrier passes: emit what is due before it and write dirty state into
@@ -48,5 +70,9 @@ pub trait Operator: Send {
     /// How many rows the operator failed on since it started.
     fn rows_failed(&self) -> u64 {
         0
+    }
+    /// A join's state, per side (for `eddy_catalog.join_state`).
+    fn join_state(&self) -> Vec<JoinSideStats> {
+        Vec::new()
     }
 }

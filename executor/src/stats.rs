@@ -21,6 +21,28 @@ pub struct ViewStats {
     pub unbounded_state: bool,
     /// Rows its expressions failed on since the server started (kept in `view_errors`).
     pub rows_failed: u64,
+    /// Each join's state, per side.
+    pub joins: Vec<JoinSideStats>,
+}
+
+/// One side of one join, for `eddy_catalog.join_state`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JoinSideStats {
+    /// Which join of the view (0 for the first, in the order the executor builds them).
+    pub join: usize,
+    /// "left" or "right".
+    pub side: &'static str,
+    /// The tables, sources or views read under this side.
+    pub input: String,
+    pub rows: u64,
+    pub distinct_keys: u64,
+    /// Bytes of the rows as encoded in the store.
+    pub bytes: u64,
+    /// The most rows one join key holds on this side.
+    pub max_rows_per_key: u64,
+    /// The most output rows one input row has produced by matching this side.
+    pub max_fan_out: u64,
+    pub rows_evicted: u64,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -110,12 +110,13 @@ impl TableRuntime {
         &self.def.name
     }
 
+    /// The table's watermark: its clock 0 (on the column it is declared on).
     pub fn watermark(&self) -> Option<Watermark> {
-        let column = self.def.watermark?.0;
+        self.def.watermark?;
         self.progress
             .watermark
             .current()
-            .map(|value| Watermark { column, value })
+            .map(|value| Watermark { clock: 0, value })
     }
 
     pub fn rows_in(&self) -> u64 {
@@ -275,7 +276,7 @@ impl TableRuntime {
         let advanced = (after != before)
             .then_some(after)
             .flatten()
-            .map(|value| Watermark { column, value });
+            .map(|value| Watermark { clock: 0, value });
         let (kept, keep) = self.set_aside(batch, late_rows)?;
         Ok((kept, advanced, keep))
     }
@@ -335,7 +336,7 @@ impl TableRuntime {
         let watermark = (after != started)
             .then_some(after)
             .flatten()
-            .map(|value| Watermark { column, value });
+            .map(|value| Watermark { clock: 0, value });
         Ok((chunks, watermark))
     }
 
@@ -403,10 +404,10 @@ impl TableRuntime {
 
     /// Marks a split idle or active; returns the new watermark when that advanced it.
     pub fn set_split_idle(&mut self, split: &str, idle: bool) -> Option<Watermark> {
-        let (column, delay) = self.def.watermark?;
+        let (_, delay) = self.def.watermark?;
         let value = self.progress.watermark.set_idle(split, idle, delay)?;
         self.progress_dirty = true;
-        Some(Watermark { column, value })
+        Some(Watermark { clock: 0, value })
     }
 
     /// Every row as a changelog of inserts, for backfilling a new view.

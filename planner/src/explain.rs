@@ -3,7 +3,9 @@
 
 use datafusion::arrow::datatypes::SchemaRef;
 
-use crate::stream_plan::{StreamNode, StreamPlan, WatermarkColumn};
+use crate::stream::{
+    AggregatePlan, JoinOutputKey, JoinPlan, NodeKind, StreamNode, StreamPlan, WatermarkColumn,
+};
 use crate::window::{WindowKind, WindowSpec};
 
 /// A duration in microseconds, as short as it stays exact (`10s`, `1500ms`, `1m`).
@@ -63,32 +65,88 @@ fn names(schema: &SchemaRef) -> Vec<String> {
     schema.fields().iter().map(|f| f.name().clone()).collect()
 }
 
+fn emits(append_only: bool) -> &'static str {
+    if append_only {
+        "inserts only"
+    } else {
+        "inserts, updates and deletes"
+    }
+}
+
 /// The plan of view `name`, one line per row of EXPLAIN's output.
 pub fn explain(plan: &StreamPlan, name: &str) -> Vec<String> {
     let mut lines = Vec::new();
     let columns = names(&plan.schema);
-    let mut state_tables = 1;
     lines.push(format!("Materialize \"{name}\" ({})", columns.join(", ")));
     lines.push(format!(
         "    stream key: {} column(s); emits: {}; watermark on: {}",
-        plan.key_len,
-        if plan.append_only {
-            "inserts only"
-        } else {
-            "inserts, updates and deletes"
-        },
+        plan.key_len(),
+        emits(plan.append_only),
         watermarks(&columns, &plan.watermarks)
     ));
     lines.push("    state: table 1 (the view's rows, by stream key)".into());
-    let mut depth = 1;
-    for node in plan.nodes.iter().rev() {
+    let mut numbers = Vec::new();
+    number_state_tables(&plan.root, &mut 1, &mut numbers);
+    let mut writer = Writer {
+        plan,
+        lines,
+        numbers,
+    };
+    writer.node(&plan.root, 1);
+    writer.lines
+}
+
+/// Numbers the state tables as the executor assigns them: children before their parent, left
+/// before right, after the view's own table (1).
+fn number_state_tables(
+    node: &StreamNode,
+    next: &mut usize,
+    numbers: &mut Vec<(*const StreamNode, usize)>,
+) {
+    for input in &node.inputs {
+        number_state_tables(input, next, numbers);
+    }
+    numbers.push((node as *const StreamNode, *next + 1));
+    *next += node.state_tables();
+}
+
+struct Writer<'a> {
+    plan: &'a StreamPlan,
+    lines: Vec<String>,
+    /// Each node's first state table number.
+    numbers: Vec<(*const StreamNode, usize)>,
+}
+
+impl Writer<'_> {
+    /// The state table numbers of `node`'s own tables.
+    fn own_tables(&self, node: &StreamNode) -> Vec<usize> {
+        let first = self
+            .numbers
+            .iter()
+            .find(|(n, _)| std::ptr::eq(*n, node))
+            .map_or(0, |(_, first)| *first);
+        (0..node.state_tables()).map(|i| first + i).collect()
+    }
+
+    fn node(&mut self, node: &StreamNode, depth: usize) {
         let pad = "  ".repeat(depth);
-        match node {
-            StreamNode::Filter { predicate } => lines.push(format!("{pad}Filter {predicate}")),
-            StreamNode::Project { exprs, schema } => {
+        let tables = self.own_tables(node);
+        match &node.kind {
+            NodeKind::Input { input, .. } => {
+                let source = &self.plan.inputs[*input].source;
+                self.lines.push(format!(
+                    "{pad}Source \"{}\": {}; key {} column(s); watermark on: {}",
+                    source.name,
+                    emits(source.append_only),
+                    source.key_len(),
+                    watermarks(&source.columns, &source.watermarks)
+                ));
+            }
+            NodeKind::Filter { predicate } => self.lines.push(format!("{pad}Filter {predicate}")),
+            NodeKind::Project { exprs } => {
                 let list: Vec<String> = exprs
                     .iter()
-                    .zip(schema.fields())
+                    .zip(node.schema.fields())
                     .map(|(e, f)| {
                         let text = e.to_string();
                         if text.starts_with(&format!("{}@", f.name())) {
@@ -98,98 +156,161 @@ pub fn explain(plan: &StreamPlan, name: &str) -> Vec<String> {
                         }
                     })
                     .collect();
-                lines.push(format!("{pad}Project {}", list.join(", ")));
+                self.lines.push(format!("{pad}Project {}", list.join(", ")));
             }
-            StreamNode::Window {
-                time_column,
-                spec,
-                schema,
-                ..
+            NodeKind::Window {
+                time_column, spec, ..
             } => {
-                let time = schema.field(*time_column).name();
+                let time = node.schema.field(*time_column).name();
                 let what = if spec.is_session() {
                     "each row's own session, merged by the aggregate above".to_string()
                 } else {
                     "window_start, window_end".to_string()
                 };
-                lines.push(format!(
+                self.lines.push(format!(
                     "{pad}Window {} on {time}: adds {what}",
                     window(spec)
                 ));
             }
-            StreamNode::Aggregate(agg) => {
-                state_tables += 1;
-                let group_names: Vec<String> = agg.schema.fields()[..agg.group_exprs.len()]
-                    .iter()
-                    .map(|f| f.name().clone())
-                    .collect();
-                // An aggregate's name includes its FILTER and ORDER BY.
-                let aggregates: Vec<String> = agg
-                    .aggregates
-                    .iter()
-                    .map(|a| a.name().to_string())
-                    .collect();
-                let kind = if agg.session.is_some() {
-                    "SessionAggregate"
-                } else {
-                    "Aggregate"
-                };
-                lines.push(format!(
-                    "{pad}{kind} group by ({}) computing {}",
-                    group_names.join(", "),
-                    aggregates.join(", ")
-                ));
-                let input = if agg.input_append_only {
-                    "input inserts only"
-                } else {
-                    "input with retractions (retractable accumulators)"
-                };
-                let closing = match (agg.window.is_some(), agg.watermarked) {
-                    (true, true) if agg.emit_on_window_close => {
-                        "emits each window once, when the watermark passes its end; then evicts it"
-                    }
-                    (true, true) => {
-                        "emits changes at each barrier; evicts a window when the watermark passes its end"
-                    }
-                    (true, false) => "emits changes at each barrier; windows never close (no watermark)",
-                    (false, _) => "emits changes at each barrier",
-                };
-                lines.push(format!("{pad}    {input}; {closing}"));
-                let bound = if agg.group_exprs.is_empty() {
-                    "one row"
-                } else if agg.watermarked {
-                    "one row per open window and group"
-                } else if agg.input_append_only {
-                    "one row per group ever seen: UNBOUNDED"
-                } else {
-                    "one row per group with rows"
-                };
-                let what = if agg.session.is_some() {
-                    "session"
-                } else {
-                    "group"
-                };
-                lines.push(format!(
-                    "{pad}    state: table {state_tables} (accumulators per {what}; {bound})"
-                ));
-            }
+            NodeKind::Aggregate(agg) => self.aggregate(agg, &pad, tables[0]),
+            NodeKind::Join(join) => self.join(join, node, &pad, &tables),
         }
-        depth += 1;
+        for input in &node.inputs {
+            self.node(input, depth + 1);
+        }
     }
-    let pad = "  ".repeat(depth);
-    let source = &plan.source;
-    lines.push(format!(
-        "{pad}Source \"{}\": {}; key {} column(s); watermark on: {}",
-        source.name,
-        if source.append_only {
-            "inserts only"
+
+    fn aggregate(&mut self, agg: &AggregatePlan, pad: &str, table: usize) {
+        let group_names: Vec<String> = agg.schema.fields()[..agg.group_exprs.len()]
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        // An aggregate's name includes its FILTER and ORDER BY.
+        let aggregates: Vec<String> = agg
+            .aggregates
+            .iter()
+            .map(|a| a.name().to_string())
+            .collect();
+        let kind = if agg.session.is_some() {
+            "SessionAggregate"
         } else {
-            "inserts, updates and deletes"
-        },
-        source.key_len,
-        watermarks(&source.columns, &source.watermarks)
-    ));
-    lines
+            "Aggregate"
+        };
+        self.lines.push(format!(
+            "{pad}{kind} group by ({}) computing {}",
+            group_names.join(", "),
+            aggregates.join(", ")
+        ));
+        let input = if agg.input_append_only {
+            "input inserts only"
+        } else {
+            "input with retractions (retractable accumulators)"
+        };
+        let closing = match (agg.window.is_some(), agg.watermarked) {
+            (true, true) if agg.emit_on_window_close => {
+                "emits each window once, when the watermark passes its end; then evicts it"
+            }
+            (true, true) => {
+                "emits changes at each barrier; evicts a window when the watermark passes its end"
+            }
+            (true, false) => "emits changes at each barrier; windows never close (no watermark)",
+            (false, _) => "emits changes at each barrier",
+        };
+        self.lines.push(format!("{pad}    {input}; {closing}"));
+        let bound = if agg.group_exprs.is_empty() {
+            "one row"
+        } else if agg.watermarked {
+            "one row per open window and group"
+        } else if agg.input_append_only {
+            "one row per group ever seen: UNBOUNDED"
+        } else {
+            "one row per group with rows"
+        };
+        let what = if agg.session.is_some() {
+            "session"
+        } else {
+            "group"
+        };
+        self.lines.push(format!(
+            "{pad}    state: table {table} (accumulators per {what}; {bound})"
+        ));
+    }
+
+    fn join(&mut self, join: &JoinPlan, node: &StreamNode, pad: &str, tables: &[usize]) {
+        let on: Vec<String> = join
+            .left
+            .key_names
+            .iter()
+            .zip(&join.right.key_names)
+            .map(|(l, r)| {
+                if join.nulls_match {
+                    format!("{l} IS NOT DISTINCT FROM {r}")
+                } else {
+                    format!("{l} = {r}")
+                }
+            })
+            .collect();
+        let filter = join
+            .filter
+            .as_ref()
+            .map_or(String::new(), |f| format!(" filter {f}"));
+        self.lines.push(format!(
+            "{pad}Join {} on {}{filter}",
+            join_type(join.join_type),
+            on.join(" AND ")
+        ));
+        let key = match (join.output_key, join.outputs_left(), join.outputs_right()) {
+            (JoinOutputKey::Both, _, _) => "left key, right key",
+            (JoinOutputKey::Left, true, false) => "left key (only left rows are output)",
+            (JoinOutputKey::Right, false, true) => "right key (only right rows are output)",
+            (JoinOutputKey::Left, _, _) => {
+                "left key (the right side matches at most once per join key)"
+            }
+            (JoinOutputKey::Right, _, _) => {
+                "right key (the left side matches at most once per join key)"
+            }
+        };
+        let columns = names(&node.schema);
+        self.lines.push(format!(
+            "{pad}    output key: {key}; emits: {}; watermark on: {}",
+            emits(node.append_only),
+            watermarks(&columns, &node.watermarks)
+        ));
+        for ((which, side), table) in [("left", &join.left), ("right", &join.right)]
+            .into_iter()
+            .zip(tables)
+        {
+            let retention = if side.append_only {
+                "keeps every row forever: UNBOUNDED"
+            } else {
+                "follows its input's rows"
+            };
+            self.lines.push(format!(
+                "{pad}    {which} state: table {table} (rows of {} by join key; {retention})",
+                side.reads
+                    .iter()
+                    .map(|r| format!("\"{r}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+}
+
+fn join_type(join_type: datafusion::common::JoinType) -> &'static str {
+    use datafusion::common::JoinType::*;
+    match join_type {
+        Inner => "INNER",
+        Left => "LEFT OUTER",
+        Right => "RIGHT OUTER",
+        Full => "FULL OUTER",
+        LeftSemi => "LEFT SEMI",
+        RightSemi => "RIGHT SEMI",
+        LeftAnti => "LEFT ANTI",
+        RightAnti => "RIGHT ANTI",
+        LeftMark => "LEFT MARK",
+        RightMark => "RIGHT MARK",
+    }
 }
 
 #[cfg(test)]

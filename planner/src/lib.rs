@@ -11,8 +11,8 @@
 //! - [`window`]: `TUMBLE` / `HOP` / `CUMULATE` / `SESSION` as DataFusion table functions, and
 //!   the window-assignment kernel shared by batch queries and the streaming window operator.
 //! - [`session`]: sessions in batch, and the rule that partitions them by the GROUP BY keys.
-//! - [`stream_plan`]: rewrites a DataFusion `LogicalPlan` into a linear [`StreamPlan`] of
-//!   incremental operators.
+//! - [`stream`]: rewrites a DataFusion `LogicalPlan` into a [`StreamPlan`]: a tree of
+//!   incremental operators (inputs, projections, windows, aggregates, joins).
 //! - [`explain`]: a stream plan as EXPLAIN's text.
 
 pub mod error;
@@ -21,15 +21,15 @@ pub mod flink_windows;
 pub mod limits;
 pub mod session;
 pub mod statement;
-pub mod stream_plan;
+pub mod stream;
 pub mod window;
 
 pub use error::{PlanError, Result};
 pub use session::SessionPartitionRule;
 pub use statement::{parse_statements, EddyStatement, WatermarkDef};
-pub use stream_plan::{
-    AggregatePlan, SessionWindow, SourceInfo, StreamCatalog, StreamNode, StreamPlan,
-    WatermarkColumn, WindowBound,
+pub use stream::{
+    AggregatePlan, JoinClock, JoinOutputKey, JoinPlan, JoinSideInfo, NodeKind, SessionWindow,
+    SourceInfo, StreamCatalog, StreamInput, StreamNode, StreamPlan, WatermarkColumn, WindowBound,
 };
 pub use window::{
     WindowFunction, WindowKind, WindowSpec, WindowTableFunction, WindowTableProvider,

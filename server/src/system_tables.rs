@@ -18,6 +18,7 @@ use eddy_storage::keys::{LATE_ROWS_TABLE, SOURCE_ERRORS_TABLE, VIEW_ERRORS_TABLE
 use eddy_storage::Store;
 
 const TABLES: &[&str] = &[
+    "join_state",
     "late_rows",
     "materialized_views",
     "source_errors",
@@ -119,6 +120,34 @@ impl SystemSchema {
                 "failed_at",
                 timestamps(failed.iter().map(|f| Some(f.failed_at))),
             ),
+        ])
+    }
+
+    /// One row per view, join and side: what the join keeps.
+    fn join_state(&self) -> Result<RecordBatch> {
+        let stats = self.engine.stats();
+        let sides: Vec<(&str, &eddy_executor::JoinSideStats)> = stats
+            .views
+            .iter()
+            .flat_map(|v| v.joins.iter().map(move |j| (v.name.as_str(), j)))
+            .collect();
+        let count = |f: fn(&eddy_executor::JoinSideStats) -> u64| {
+            ints(sides.iter().map(move |(_, j)| Some(f(j) as i64)))
+        };
+        batch(vec![
+            ("view", strings(sides.iter().map(|(v, _)| v.to_string()))),
+            ("join", ints(sides.iter().map(|(_, j)| Some(j.join as i64)))),
+            (
+                "side",
+                strings(sides.iter().map(|(_, j)| j.side.to_string())),
+            ),
+            ("input", strings(sides.iter().map(|(_, j)| j.input.clone()))),
+            ("rows", count(|j| j.rows)),
+            ("distinct_keys", count(|j| j.distinct_keys)),
+            ("bytes", count(|j| j.bytes)),
+            ("max_rows_per_key", count(|j| j.max_rows_per_key)),
+            ("max_fan_out", count(|j| j.max_fan_out)),
+            ("rows_evicted", count(|j| j.rows_evicted)),
         ])
     }
 
@@ -275,6 +304,7 @@ impl SchemaProvider for SystemSchema {
         let batch = match name {
             "tables" => self.tables()?,
             "materialized_views" => self.materialized_views()?,
+            "join_state" => self.join_state()?,
             "late_rows" => self.late_rows()?,
             "sources" => self.sources()?,
             "source_progress" => self.source_progress()?,

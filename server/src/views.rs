@@ -12,7 +12,8 @@ use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{Query, Statement};
-use eddy_planner::stream_plan::plan_stream;
+use eddy_executor::TableKey;
+use eddy_planner::stream::plan_stream;
 use eddy_planner::{
     EddyStatement, PlanError, SourceInfo, StreamCatalog, StreamPlan, WatermarkColumn,
 };
@@ -189,12 +190,21 @@ impl StreamCatalog for Database {
                     .iter()
                     .map(|f| f.name().clone())
                     .collect(),
-                key_len: def.key_fields().len(),
+                key_fields: def.key_fields(),
+                key_columns: match &def.key {
+                    TableKey::PrimaryKey(columns) => Some(columns.clone()),
+                    TableKey::RowId => None,
+                },
                 append_only: def.append_only,
+                // A table's watermark is its clock 0.
                 watermarks: def
                     .watermark
                     .iter()
-                    .map(|&(column, _)| WatermarkColumn { column, shift: 0 })
+                    .map(|&(column, _)| WatermarkColumn {
+                        column,
+                        clock: 0,
+                        shift: 0,
+                    })
                     .collect(),
             }),
             Some(Object::View(info)) => Some(info.clone()),

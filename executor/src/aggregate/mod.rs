@@ -299,7 +299,8 @@ impl Operator for AggregateOperator {
     }
 
     fn process_watermark(&mut self, watermark: Watermark, out: &mut Vec<Message>) -> Result<()> {
-        if self.plan.watermarked {
+        // Only the window's time clock closes windows; other clocks pass through.
+        if self.plan.watermarked && watermark.clock == self.plan.watermark_clock {
             let window_ends_closed = watermark.value + self.plan.watermark_shift;
             let still_open = self.windows.split_off(&(window_ends_closed + 1));
             let closed = std::mem::replace(&mut self.windows, still_open);

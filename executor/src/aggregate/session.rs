@@ -433,7 +433,8 @@ impl Operator for SessionAggregateOperator {
     }
 
     fn process_watermark(&mut self, watermark: Watermark, out: &mut Vec<Message>) -> Result<()> {
-        if self.plan.watermarked {
+        // Only the window's time clock closes windows; other clocks pass through.
+        if self.plan.watermarked && watermark.clock == self.plan.watermark_clock {
             let closed_below = watermark.value + self.plan.watermark_shift;
             let mut final_rows = Vec::new();
             while let Some(first) = self.by_end.first() {

@@ -71,6 +71,7 @@ fn plan(input_append_only: bool) -> AggregatePlan {
         input_append_only,
         window: None,
         watermarked: false,
+        watermark_clock: 0,
         watermark_shift: 0,
         session: None,
         emit_on_window_close: false,

@@ -483,7 +483,8 @@ impl Operator for WindowedAggregateOperator {
     }
 
     fn process_watermark(&mut self, watermark: Watermark, out: &mut Vec<Message>) -> Result<()> {
-        if self.plan.watermarked {
+        // Only the window's time clock closes windows; other clocks pass through.
+        if self.plan.watermarked && watermark.clock == self.plan.watermark_clock {
             let closed_up_to = watermark.value.saturating_add(self.plan.watermark_shift);
             let still_open = self.windows.split_off(&(closed_up_to.saturating_add(1)));
             let closed = std::mem::replace(&mut self.windows, still_open);

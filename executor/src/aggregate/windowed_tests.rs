@@ -78,6 +78,7 @@ fn plan(emit_on_window_close: bool) -> AggregatePlan {
         input_append_only: true,
         window: Some(WindowBound::End { group_index: 1 }),
         watermarked: true,
+        watermark_clock: 0,
         watermark_shift: 0,
         session: None,
         emit_on_window_close,
@@ -137,7 +138,7 @@ fn push(operator: &mut dyn Operator, text: &str) {
 fn watermark(operator: &mut dyn Operator, value: i64) -> Vec<String> {
     let mut out = Vec::new();
     operator
-        .process_watermark(Watermark { column: 1, value }, &mut out)
+        .process_watermark(Watermark { clock: 0, value }, &mut out)
         .unwrap();
     render(out)
 }

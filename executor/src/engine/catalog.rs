@@ -9,7 +9,7 @@ use eddy_storage::{CatalogEntry, EpochBatch, ObjectKind, TableId};
 
 use super::{Engine, Restore, ViewRuntime};
 use crate::connector::SourceSpec;
-use crate::pipeline::Pipeline;
+use crate::graph::Graph;
 use crate::table::{TableDef, TableRuntime};
 use crate::{ExecError, Message, Result};
 
@@ -68,48 +68,21 @@ impl Engine {
                 self.sources.insert(entry.name.clone(), (entry, def));
             }
             Restore::View(plan) => {
-                let pipeline = self.build_pipeline(&plan, &entry.table_ids)?;
-                let feed_table = self.open_view_feed(&entry.name, &plan, &entry.table_ids)?;
+                let graph = Graph::build(&plan, &entry.table_ids, self.store.as_ref())?;
+                let readers = self.open_view_readers(&entry.name, &plan, &entry.table_ids)?;
                 self.views.insert(
                     entry.name.clone(),
                     ViewRuntime {
                         entry,
                         plan,
-                        pipeline,
-                        feed_table,
+                        graph,
+                        readers,
                     },
                 );
             }
         }
         self.publish_stats();
         Ok(())
-    }
-    pub(super) fn build_pipeline(
-        &self,
-        plan: &StreamPlan,
-        table_ids: &[TableId],
-    ) -> Result<Pipeline> {
-        let name = &plan.source.name;
-        let (schema, key_fields) = match (
-            self.tables.get(name),
-            self.sources.get(name),
-            self.views.get(name),
-        ) {
-            (Some((_, table)), _, _) => (table.def.schema.clone(), table.def.key_fields()),
-            (None, Some((_, source)), _) => {
-                (source.table.schema.clone(), source.table.key_fields())
-            }
-            (None, None, Some(view)) => (
-                view.plan.schema.clone(),
-                view.pipeline.key_fields().to_vec(),
-            ),
-            (None, None, None) => {
-                return Err(ExecError::UndefinedObject(format!(
-                    "relation \"{name}\" does not exist"
-                )))
-            }
-        };
-        Pipeline::build(plan, &schema, key_fields, table_ids, self.store.as_ref())
     }
     pub(super) fn name_taken(&self, name: &str) -> bool {
         self.tables.contains_key(name)
@@ -170,33 +143,40 @@ impl Engine {
                 "relation \"{name}\" already exists"
             )));
         }
-        let over_source = self.sources.contains_key(&plan.source.name);
-        // A view over a source also keeps its reader's progress under an id of its own.
-        let ids = Pipeline::table_ids_needed(&plan) + usize::from(over_source);
-        let first_id = self.counters.next_table_id;
-        let table_ids: Vec<TableId> = (0..ids as TableId).map(|i| first_id + i).collect();
-        let mut pipeline = self.build_pipeline(&plan, &table_ids)?;
-        // Backfill: a view over a table or another view starts from every row that holds
-        // now, then its watermark (a view over a source has a reader of its own instead).
-        let snapshot = match (
-            self.tables.get(&plan.source.name),
-            self.views.get(&plan.source.name),
-        ) {
-            (Some((_, table)), _) => Some(table.snapshot(self.store.as_ref())?),
-            (None, Some(upstream)) => Some(upstream.pipeline.snapshot(self.store.as_ref())?),
-            (None, None) => None,
-        };
-        if let Some(snapshot) = snapshot {
-            let watermark = self.watermark_of(&plan.source.name);
-            let mut scratch = EpochBatch::default();
-            if let Some(chunk) = snapshot {
-                pipeline.push(Message::Chunk(chunk), &mut scratch)?;
-            }
-            if let Some(watermark) = watermark {
-                pipeline.push(Message::Watermark(watermark), &mut scratch)?;
+        for input in plan.input_names() {
+            if !self.name_taken(input) {
+                return Err(ExecError::UndefinedObject(format!(
+                    "relation \"{input}\" does not exist"
+                )));
             }
         }
-        let feed_table = self.open_view_feed(&name, &plan, &table_ids)?;
+        // A view over sources also keeps each reader's progress under an id of its own.
+        let sources_read = plan
+            .input_names()
+            .into_iter()
+            .filter(|name| self.sources.contains_key(*name))
+            .count();
+        let ids = Graph::table_ids_needed(&plan) + sources_read;
+        let first_id = self.counters.next_table_id;
+        let table_ids: Vec<TableId> = (0..ids as TableId).map(|i| first_id + i).collect();
+        let mut graph = Graph::build(&plan, &table_ids, self.store.as_ref())?;
+        // Backfill: a view over tables or other views starts from every row that holds now,
+        // then their watermarks (a source gets a reader of its own instead), one input after
+        // the other, so that a join sees the first input's rows when the second's arrive.
+        for input in plan.input_names() {
+            let snapshot = match (self.tables.get(input), self.views.get(input)) {
+                (Some((_, table)), _) => table.snapshot(self.store.as_ref())?,
+                (None, Some(upstream)) => upstream.graph.snapshot(self.store.as_ref())?,
+                (None, None) => continue,
+            };
+            if let Some(chunk) = snapshot {
+                graph.push(input, Message::Chunk(chunk))?;
+            }
+            for watermark in self.watermarks_of(input) {
+                graph.push(input, Message::Watermark(watermark))?;
+            }
+        }
+        let readers = self.open_view_readers(&name, &plan, &table_ids)?;
         let entry = self.new_entry(ObjectKind::MaterializedView, name.clone(), sql, ids)?;
         debug_assert_eq!(entry.table_ids, table_ids);
         self.views.insert(
@@ -204,8 +184,8 @@ impl Engine {
             ViewRuntime {
                 entry,
                 plan,
-                pipeline,
-                feed_table,
+                graph,
+                readers,
             },
         );
         Ok(first_id)
@@ -226,7 +206,7 @@ impl Engine {
         let dependents: Vec<String> = self
             .views
             .values()
-            .filter(|v| v.plan.source.name == name)
+            .filter(|v| v.plan.reads(name))
             .map(|v| format!("\"{}\"", v.entry.name))
             .collect();
         if !dependents.is_empty() {
@@ -260,8 +240,12 @@ impl Engine {
                         "materialized view \"{name}\" does not exist"
                     ))
                 })?;
-                if let Some(table) = &view.feed_table {
-                    table.drop_progress(&mut self.epoch_writes);
+                for reader in &view.readers {
+                    reader.table.drop_progress(&mut self.epoch_writes);
+                    if let Some(mut feed) = self.feeds.remove(&reader.feed) {
+                        feed.stop();
+                        feed.forget(&mut self.epoch_writes);
+                    }
                 }
                 view.entry
             }

@@ -1,7 +1,7 @@
 //! The epoch loop.
 //!
-//! One thread owns every table and view pipeline. Commands (DDL, DML, FLUSH) arrive on a
-//! channel; after draining what is queued, the engine runs a barrier through every pipeline
+//! One thread owns every table and view graph. Commands (DDL, DML, FLUSH) arrive on a
+//! channel; after draining what is queued, the engine runs a barrier through every graph
 //! and commits the epoch — table rows, operator state, view rows, watermarks, late rows and
 //! catalog changes — as one atomic batch, and only then acknowledges the statements in it
 //! (group commit: an acknowledged statement is durable). A barrier also runs every
@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 
 use crate::connector::{SourceEvent, SourceSpec};
 use crate::feed::Feed;
-use crate::pipeline::Pipeline;
+use crate::graph::Graph;
 use crate::stats::{EngineStats, TableStats, ViewStats};
 use crate::table::TableRuntime;
 mod catalog;
@@ -240,10 +240,28 @@ impl EngineHandle {
 struct ViewRuntime {
     entry: CatalogEntry,
     plan: StreamPlan,
-    pipeline: Pipeline,
-    /// For a view over a source: its own reader's table (rows not stored), fed by the feed
-    /// of the view's name.
-    feed_table: Option<TableRuntime>,
+    graph: Graph,
+    /// One reader per source the view reads: a table of its own (rows not stored) that the
+    /// reader's feed fills.
+    readers: Vec<Reader>,
+}
+
+/// A view's private reader of a source.
+struct Reader {
+    source: String,
+    /// The feed's name: the view's, or `view/source` when the view reads several sources.
+    feed: String,
+    table: TableRuntime,
+}
+
+impl ViewRuntime {
+    fn reader(&self, feed: &str) -> Option<&Reader> {
+        self.readers.iter().find(|r| r.feed == feed)
+    }
+
+    fn reader_mut(&mut self, feed: &str) -> Option<&mut Reader> {
+        self.readers.iter_mut().find(|r| r.feed == feed)
+    }
 }
 
 /// Counters kept in the meta table.
@@ -619,11 +637,13 @@ impl Engine {
             let Some(view) = self.views.get_mut(&name) else {
                 continue;
             };
-            if let Some(table) = &mut view.feed_table {
-                table.commit(&mut batch, &mut self.counters.late_seq)?;
+            for reader in &mut view.readers {
+                reader
+                    .table
+                    .commit(&mut batch, &mut self.counters.late_seq)?;
             }
-            let changes = view.pipeline.push(Message::Barrier(barrier), &mut batch)?;
-            for failed in view.pipeline.take_failed_rows() {
+            let changes = view.graph.barrier(barrier, &mut batch)?;
+            for failed in view.graph.take_failed_rows() {
                 crate::view_errors::write(
                     &mut batch,
                     &mut self.counters.view_error_seq,
@@ -718,10 +738,9 @@ impl Engine {
         let readers: Vec<String> = self
             .views
             .values()
-            .filter(|v| v.plan.source.name == upstream && v.feed_table.is_none())
+            .filter(|v| v.plan.reads(upstream))
             .map(|v| v.entry.name.clone())
             .collect();
-        let mut scratch = EpochBatch::default();
         for reader in readers {
             let view = self
                 .views
@@ -729,24 +748,21 @@ impl Engine {
                 .ok_or_else(|| ExecError::UndefinedObject(format!("view {reader} is gone")))?;
             let mut changes = Vec::new();
             for message in &messages {
-                changes.extend(view.pipeline.push(message.clone(), &mut scratch)?);
+                changes.extend(view.graph.push(upstream, message.clone())?);
             }
             self.deliver(&reader, changes)?;
         }
         Ok(())
     }
 
-    /// The watermark value a table, source reader or view's changelog has reached.
-    fn watermark_of(&self, name: &str) -> Option<crate::Watermark> {
+    /// The watermarks a table or view's changelog has reached (a view: each of its clocks).
+    fn watermarks_of(&self, name: &str) -> Vec<crate::Watermark> {
         if let Some((_, table)) = self.tables.get(name) {
-            return table.watermark();
+            return table.watermark().into_iter().collect();
         }
-        let view = self.views.get(name)?;
-        match &view.feed_table {
-            Some(table) => table.watermark(),
-            // A view's changelog carries the watermark of what it reads.
-            None => self.watermark_of(&view.plan.source.name),
-        }
+        self.views
+            .get(name)
+            .map_or_else(Vec::new, |view| view.graph.watermarks())
     }
 
     /// On an error after state may have changed, abandons the epoch: every statement in it
@@ -771,60 +787,62 @@ impl Engine {
             rows_late: table.rows_late(),
             watermark: table.watermark().map(|w| w.value),
         };
-        let stats =
-            EngineStats {
-                epoch: self.counters.epoch,
-                tables: self
-                    .tables
-                    .values()
-                    .map(|(entry, table)| table_stats(&entry.name, table))
-                    .chain(self.views.values().filter_map(|v| {
-                        v.feed_table.as_ref().map(|t| table_stats(&v.entry.name, t))
-                    }))
-                    .collect(),
-                views: self
-                    .views
-                    .values()
-                    .map(|view| ViewStats {
-                        name: view.entry.name.clone(),
-                        source: view.plan.source.name.clone(),
-                        sql: view.entry.sql.clone(),
-                        emit_on_window_close: view.plan.emit_on_window_close,
-                        state_rows: view.pipeline.state_rows() as u64,
-                        open_windows: view.pipeline.open_windows() as u64,
-                        unbounded_state: view.plan.has_unbounded_state(),
-                        rows_failed: view.pipeline.rows_failed(),
-                    })
-                    .collect(),
-                sources: self
-                    .sources
-                    .values()
-                    .map(|(entry, def)| crate::stats::SourceStats {
-                        name: entry.name.clone(),
-                        connector: def.spec.connector.clone(),
-                        sql: entry.sql.clone(),
-                    })
-                    .collect(),
-                progress: self.source_progress(),
-                store_bytes: self.store.size_on_disk(),
-            };
+        let stats = EngineStats {
+            epoch: self.counters.epoch,
+            tables: self
+                .tables
+                .values()
+                .map(|(entry, table)| table_stats(&entry.name, table))
+                .chain(self.views.values().flat_map(|v| {
+                    v.readers
+                        .iter()
+                        .map(|r| table_stats(&v.entry.name, &r.table))
+                }))
+                .collect(),
+            views: self
+                .views
+                .values()
+                .map(|view| ViewStats {
+                    name: view.entry.name.clone(),
+                    source: view.plan.input_names().join(", "),
+                    sql: view.entry.sql.clone(),
+                    emit_on_window_close: view.plan.emit_on_window_close,
+                    state_rows: view.graph.state_rows() as u64,
+                    open_windows: view.graph.open_windows() as u64,
+                    unbounded_state: view.plan.has_unbounded_state(),
+                    joins: view.graph.join_state(),
+                    rows_failed: view.graph.rows_failed(),
+                })
+                .collect(),
+            sources: self
+                .sources
+                .values()
+                .map(|(entry, def)| crate::stats::SourceStats {
+                    name: entry.name.clone(),
+                    connector: def.spec.connector.clone(),
+                    sql: entry.sql.clone(),
+                })
+                .collect(),
+            progress: self.source_progress(),
+            store_bytes: self.store.size_on_disk(),
+        };
         *self.stats.write().unwrap_or_else(|e| e.into_inner()) = stats;
     }
 }
 
-/// Pushes one table change and its watermark through a pipeline; returns the view's changes.
+/// Pushes one change of `input` and its watermark through a graph; returns the view's changes.
 fn push_changes(
-    pipeline: &mut Pipeline,
+    graph: &mut Graph,
+    input: &str,
     chunk: Option<crate::StreamChunk>,
     watermark: Option<crate::Watermark>,
-    scratch: &mut EpochBatch,
 ) -> Result<Vec<Message>> {
     let mut changes = Vec::new();
     if let Some(chunk) = chunk {
-        changes.extend(pipeline.push(Message::Chunk(chunk), scratch)?);
+        changes.extend(graph.push(input, Message::Chunk(chunk))?);
     }
     if let Some(watermark) = watermark {
-        changes.extend(pipeline.push(Message::Watermark(watermark), scratch)?);
+        changes.extend(graph.push(input, Message::Watermark(watermark))?);
     }
     Ok(changes)
 }

@@ -88,24 +88,40 @@ impl Engine {
         Ok(())
     }
 
-    /// For a view over a source: its private reader table and feed.
-    pub(super) fn open_view_feed(
+    /// For a view over sources: a private reader table and feed per source it reads, keeping
+    /// their progress under the view's last table ids (one per source, in input order).
+    pub(super) fn open_view_readers(
         &mut self,
         view: &str,
         plan: &StreamPlan,
         table_ids: &[TableId],
-    ) -> Result<Option<TableRuntime>> {
-        let Some((_, source)) = self.sources.get(&plan.source.name) else {
-            return Ok(None);
-        };
-        let source = source.clone();
-        let id = *table_ids.last().ok_or_else(|| {
+    ) -> Result<Vec<super::Reader>> {
+        let sources: Vec<String> = plan
+            .input_names()
+            .into_iter()
+            .filter(|name| self.sources.contains_key(*name))
+            .map(str::to_string)
+            .collect();
+        let first = table_ids.len().checked_sub(sources.len()).ok_or_else(|| {
             ExecError::UndefinedObject("a view over a source needs a progress id".into())
         })?;
-        let mut table = TableRuntime::open(id, source.table.clone(), self.store.as_ref())?;
-        table.object_name = view.to_string();
-        self.start_feed(view, source.spec, id, &table)?;
-        Ok(Some(table))
+        let mut readers = Vec::with_capacity(sources.len());
+        for (source_name, &id) in sources.iter().zip(&table_ids[first..]) {
+            let Some((_, source)) = self.sources.get(source_name) else {
+                continue;
+            };
+            let source = source.clone();
+            let feed = reader_feed_name(view, source_name, sources.len());
+            let mut table = TableRuntime::open(id, source.table.clone(), self.store.as_ref())?;
+            table.object_name = view.to_string();
+            self.start_feed(&feed, source.spec, id, &table)?;
+            readers.push(super::Reader {
+                source: source_name.clone(),
+                feed,
+                table,
+            });
+        }
+        Ok(readers)
     }
 
     /// Applies one event from the feed of `target`.
@@ -172,8 +188,9 @@ impl Engine {
             return Some(table);
         }
         self.views
-            .get_mut(target)
-            .and_then(|v| v.feed_table.as_mut())
+            .values_mut()
+            .find_map(|v| v.reader_mut(target))
+            .map(|r| &mut r.table)
     }
 
     /// Sends a feed's changes on: to every view of a stored table, or into its own view.
@@ -187,11 +204,16 @@ impl Engine {
         }
         let view = self
             .views
-            .get_mut(target)
-            .ok_or_else(|| ExecError::UndefinedObject(format!("view {target} is gone")))?;
-        let mut scratch = EpochBatch::default();
-        let view_changes = push_changes(&mut view.pipeline, changes.0, changes.1, &mut scratch)?;
-        self.deliver(target, view_changes)
+            .values_mut()
+            .find(|v| v.reader(target).is_some())
+            .ok_or_else(|| ExecError::UndefinedObject(format!("no view for feed {target}")))?;
+        let source = view
+            .reader(target)
+            .map(|r| r.source.clone())
+            .unwrap_or_default();
+        let name = view.entry.name.clone();
+        let view_changes = push_changes(&mut view.graph, &source, changes.0, changes.1)?;
+        self.deliver(&name, view_changes)
     }
 
     /// Idle splits stop holding the watermark back; rates and lag trends are refreshed.
@@ -237,9 +259,9 @@ impl Engine {
                 Some((_, table)) => table.watermark(),
                 None => self
                     .views
-                    .get(target)
-                    .and_then(|v| v.feed_table.as_ref())
-                    .and_then(|t| t.watermark()),
+                    .values()
+                    .find_map(|v| v.reader(target))
+                    .and_then(|r| r.table.watermark()),
             };
             for (split, progress) in &feed.splits {
                 rows.push(SourceProgressStats {
@@ -262,5 +284,15 @@ impl Engine {
             }
         }
         rows
+    }
+}
+
+/// The feed name of a view's reader of `source`: the view's own name when it reads one source
+/// (so that `eddy_catalog.source_progress` names the view), `view/source` otherwise.
+pub(super) fn reader_feed_name(view: &str, source: &str, sources_read: usize) -> String {
+    if sources_read == 1 {
+        view.to_string()
+    } else {
+        format!("{view}/{source}")
     }
 }

@@ -2,12 +2,14 @@
 
 mod failed_rows;
 mod filter;
+mod input;
 mod materialize;
 mod project;
 mod window;
 
 pub use failed_rows::FailedRow;
 pub use filter::FilterOperator;
+pub use input::InputOperator;
 pub use materialize::MaterializeOperator;
 pub use project::ProjectOperator;
 pub use window::WindowOperator;

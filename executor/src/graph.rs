@@ -1,0 +1,321 @@
+//! One view's operators as a tree, from its inputs to its materialized rows, driven message by
+//! message.
+//!
+//! A message entering at an input goes up the tree at once, each operator's output going to
+//! its parent (tagged with which of the parent's inputs it is), and what reaches the top goes
+//! through the materialize operator. A barrier is aligned: an operator handles it only after
+//! every one of its inputs has handled it and delivered what it emitted at it, so that a
+//! two-input operator commits epoch N with both inputs' rows of epoch N. Watermarks reach
+//! an operator tagged by input; a two-input operator merges them itself (a join derives its own
+//! clocks from its inputs').
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use datafusion::arrow::datatypes::Field;
+use eddy_planner::{NodeKind, StreamNode, StreamPlan};
+use eddy_storage::{EpochBatch, Store, TableId};
+
+use crate::aggregate::{AggregateOperator, SessionAggregateOperator, WindowedAggregateOperator};
+use crate::join::JoinOperator;
+use crate::operators::{
+    FilterOperator, InputOperator, MaterializeOperator, ProjectOperator, WindowOperator,
+};
+use crate::stats::JoinSideStats;
+use crate::{Barrier, ExecError, Message, Operator, Result, StreamChunk};
+
+struct Node {
+    operator: Box<dyn Operator>,
+    /// The node's parent and which of its inputs this node is; None for the top node.
+    parent: Option<(usize, usize)>,
+    children: Vec<usize>,
+}
+
+pub struct Graph {
+    /// Children before parents; the top node last.
+    nodes: Vec<Node>,
+    /// Each input node: the table, source or view it reads and its node.
+    inputs: Vec<(String, usize)>,
+    /// The view's rows; what passes it is the view's own changelog (for views reading it).
+    materialize: MaterializeOperator,
+    key_fields: Vec<Field>,
+    /// The newest value of each clock the view's changelog carried.
+    clocks: BTreeMap<usize, i64>,
+}
+
+impl Graph {
+    /// Builds the operators of `plan`, loading their state from the store. `table_ids[0]` is
+    /// the view's result table; stateful operators take the following ids, children before
+    /// their parents, left before right.
+    pub fn build(plan: &StreamPlan, table_ids: &[TableId], store: &dyn Store) -> Result<Self> {
+        let mut builder = Builder {
+            plan,
+            store,
+            state_ids: table_ids.iter().skip(1).copied(),
+            nodes: Vec::new(),
+            inputs: Vec::new(),
+        };
+        let root = builder.build(&plan.root)?;
+        let (mut nodes, inputs) = (builder.nodes, builder.inputs);
+        nodes[root].parent = None;
+        let materialize =
+            MaterializeOperator::new(table_ids[0], plan.schema.clone(), plan.key_fields.clone())?;
+        Ok(Self {
+            nodes,
+            inputs,
+            materialize,
+            key_fields: plan.key_fields.clone(),
+            clocks: BTreeMap::new(),
+        })
+    }
+
+    /// How many table ids a plan needs: the result table and the operators' state tables.
+    pub fn table_ids_needed(plan: &StreamPlan) -> usize {
+        1 + plan.state_tables()
+    }
+
+    /// The stream key's fields of the view's changelog.
+    pub fn key_fields(&self) -> &[Field] {
+        &self.key_fields
+    }
+
+    /// The view's rows now (committed and pending) as inserts, to backfill a view reading it.
+    pub fn snapshot(&self, store: &dyn Store) -> Result<Option<StreamChunk>> {
+        self.materialize.snapshot(store)
+    }
+
+    /// The newest value of each clock the view's changelog carried, as watermarks.
+    pub fn watermarks(&self) -> Vec<crate::Watermark> {
+        self.clocks
+            .iter()
+            .map(|(&clock, &value)| crate::Watermark { clock, value })
+            .collect()
+    }
+
+    /// Pushes a chunk or watermark from `input` (a table, source or view's name) through every
+    /// node reading it, one after the other (a self-join reads one input twice). Returns the
+    /// view's changes and watermarks that came out.
+    pub fn push(&mut self, input: &str, message: Message) -> Result<Vec<Message>> {
+        let leaves: Vec<usize> = self
+            .inputs
+            .iter()
+            .filter(|(name, _)| name == input)
+            .map(|(_, node)| *node)
+            .collect();
+        let mut changes = Vec::new();
+        for leaf in leaves {
+            let out = self.apply(leaf, 0, message.clone())?;
+            self.send_up(leaf, out, &mut changes)?;
+        }
+        Ok(changes)
+    }
+
+    /// Runs a barrier through every node, inputs first; returns what the view emitted at it.
+    pub fn barrier(&mut self, barrier: Barrier, epoch: &mut EpochBatch) -> Result<Vec<Message>> {
+        let top = self.nodes.len() - 1;
+        let out = self.barrier_node(top, barrier, epoch)?;
+        let mut changes = Vec::new();
+        for message in out {
+            self.materialize_message(message, &mut changes)?;
+        }
+        let mut at_barrier = Vec::new();
+        self.materialize
+            .process_barrier(barrier, epoch, &mut at_barrier)?;
+        changes.extend(at_barrier);
+        Ok(changes)
+    }
+
+    /// Node `node`'s barrier: its inputs' first, with what they emit at it delivered to it.
+    fn barrier_node(
+        &mut self,
+        node: usize,
+        barrier: Barrier,
+        epoch: &mut EpochBatch,
+    ) -> Result<Vec<Message>> {
+        let mut out = Vec::new();
+        for (port, child) in self.nodes[node].children.clone().into_iter().enumerate() {
+            for message in self.barrier_node(child, barrier, epoch)? {
+                out.extend(self.apply(node, port, message)?);
+            }
+        }
+        self.nodes[node]
+            .operator
+            .process_barrier(barrier, epoch, &mut out)?;
+        Ok(out)
+    }
+
+    /// Runs one message through node `node` (from its input `port`).
+    fn apply(&mut self, node: usize, port: usize, message: Message) -> Result<Vec<Message>> {
+        let mut out = Vec::new();
+        let operator = &mut self.nodes[node].operator;
+        match message {
+            Message::Chunk(chunk) => operator.process_input_chunk(port, chunk, &mut out)?,
+            Message::Watermark(watermark) => {
+                operator.process_input_watermark(port, watermark, &mut out)?
+            }
+            Message::Barrier(_) => {
+                return Err(ExecError::DataFusion(
+                    datafusion::error::DataFusionError::Internal(
+                        "barriers go through Graph::barrier".into(),
+                    ),
+                ))
+            }
+        }
+        Ok(out)
+    }
+
+    /// Sends what node `from` emitted on to its parent, and so on up to the view's rows.
+    fn send_up(
+        &mut self,
+        from: usize,
+        messages: Vec<Message>,
+        changes: &mut Vec<Message>,
+    ) -> Result<()> {
+        for message in messages {
+            match self.nodes[from].parent {
+                Some((parent, port)) => {
+                    let out = self.apply(parent, port, message)?;
+                    self.send_up(parent, out, changes)?;
+                }
+                None => self.materialize_message(message, changes)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn materialize_message(&mut self, message: Message, changes: &mut Vec<Message>) -> Result<()> {
+        match message {
+            Message::Chunk(chunk) => self.materialize.process_chunk(chunk, changes),
+            Message::Watermark(watermark) => {
+                let value = self
+                    .clocks
+                    .entry(watermark.clock)
+                    .or_insert(watermark.value);
+                *value = (*value).max(watermark.value);
+                self.materialize.process_watermark(watermark, changes)
+            }
+            Message::Barrier(_) => Ok(()),
+        }
+    }
+
+    pub fn state_rows(&self) -> usize {
+        self.nodes.iter().map(|n| n.operator.state_rows()).sum()
+    }
+
+    pub fn open_windows(&self) -> usize {
+        self.nodes.iter().map(|n| n.operator.open_windows()).sum()
+    }
+
+    /// Rows the view's expressions failed on since the last call (see
+    /// `Operator::take_failed_rows`).
+    pub fn take_failed_rows(&mut self) -> Vec<crate::operators::FailedRow> {
+        self.nodes
+            .iter_mut()
+            .flat_map(|n| n.operator.take_failed_rows())
+            .collect()
+    }
+
+    pub fn rows_failed(&self) -> u64 {
+        self.nodes.iter().map(|n| n.operator.rows_failed()).sum()
+    }
+
+    /// Every join's state, per side, joins numbered in build order.
+    pub fn join_state(&self) -> Vec<JoinSideStats> {
+        let mut sides = Vec::new();
+        let mut join = 0;
+        for node in &self.nodes {
+            let stats = node.operator.join_state();
+            if stats.is_empty() {
+                continue;
+            }
+            sides.extend(stats.into_iter().map(|s| JoinSideStats { join, ..s }));
+            join += 1;
+        }
+        sides
+    }
+}
+
+struct Builder<'a, I> {
+    plan: &'a StreamPlan,
+    store: &'a dyn Store,
+    state_ids: I,
+    nodes: Vec<Node>,
+    inputs: Vec<(String, usize)>,
+}
+
+impl<I: Iterator<Item = TableId>> Builder<'_, I> {
+    fn state_id(&mut self) -> Result<TableId> {
+        self.state_ids.next().ok_or_else(|| {
+            ExecError::DataFusion(datafusion::error::DataFusionError::Internal(
+                "no state table id for an operator".into(),
+            ))
+        })
+    }
+
+    /// Builds `node` and its inputs; returns its index.
+    fn build(&mut self, node: &StreamNode) -> Result<usize> {
+        let children = node
+            .inputs
+            .iter()
+            .map(|input| self.build(input))
+            .collect::<Result<Vec<_>>>()?;
+        let operator: Box<dyn Operator> = match &node.kind {
+            NodeKind::Input { input, projection } => {
+                let input = &self.plan.inputs[*input];
+                let clocks: BTreeSet<usize> =
+                    input.source.watermarks.iter().map(|w| w.clock).collect();
+                let index = self.nodes.len();
+                self.inputs.push((input.source.name.clone(), index));
+                Box::new(InputOperator::new(
+                    projection.clone(),
+                    node.schema.clone(),
+                    clocks,
+                    input.clock_base,
+                ))
+            }
+            NodeKind::Filter { predicate } => Box::new(FilterOperator::new(predicate.clone())),
+            NodeKind::Project { exprs } => {
+                Box::new(ProjectOperator::new(exprs.clone(), node.schema.clone()))
+            }
+            NodeKind::Window {
+                time_column,
+                spec,
+                adds_key,
+            } => Box::new(WindowOperator::new(
+                *time_column,
+                *spec,
+                *adds_key,
+                node.schema.clone(),
+            )),
+            NodeKind::Aggregate(aggregate) => {
+                let table = self.state_id()?;
+                let plan = (**aggregate).clone();
+                if plan.session.is_some() {
+                    Box::new(SessionAggregateOperator::new(plan, table, self.store)?)
+                } else if WindowedAggregateOperator::supports(&plan) {
+                    Box::new(WindowedAggregateOperator::new(plan, table, self.store)?)
+                } else {
+                    Box::new(AggregateOperator::new(plan, table, self.store)?)
+                }
+            }
+            NodeKind::Join(join) => {
+                let tables = [self.state_id()?, self.state_id()?];
+                Box::new(JoinOperator::new(
+                    (**join).clone(),
+                    tables,
+                    node.schema.clone(),
+                    self.store,
+                )?)
+            }
+        };
+        let index = self.nodes.len();
+        for (port, &child) in children.iter().enumerate() {
+            self.nodes[child].parent = Some((index, port));
+        }
+        self.nodes.push(Node {
+            operator,
+            parent: None,
+            children,
+        });
+        Ok(index)
+    }
+}

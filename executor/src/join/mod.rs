@@ -1,0 +1,505 @@
+//! The join operator: INNER, LEFT, RIGHT and FULL equi-joins over changelogs, and the semi,
+//! anti and mark joins of `EXISTS` / `IN` subqueries.
+//!
+//! A change on one side probes the other side's state, then updates its own: Δ(L ⋈ R) =
+//! ΔL ⋈ R + L' ⋈ ΔR, whichever side's change comes first. The residual predicate is evaluated
+//! on a batch of candidate pairs at a time. Outer sides keep each row's degree (matches passing
+//! the predicate): a row's first match retracts its NULL-padded row (Delete, then the joined
+//! Insert: the stream key changes), its last match going brings the padded row back. Semi and
+//! anti joins emit or retract a row when its degree crosses zero; a mark join updates its
+//! `mark` column. NULL keys never match (unless `IS NOT DISTINCT FROM`) and are not stored: an
+//! outer side pads them at once.
+//!
+//! One row matching many emits in bounded chunks: its candidates are taken from the other
+//! side's state a slice at a time.
+
+mod output;
+mod state;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
+use datafusion::arrow::compute::take;
+use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::arrow::row::Rows;
+use datafusion::common::JoinType;
+use datafusion::physical_expr::PhysicalExpr;
+use eddy_planner::{JoinClock, JoinPlan};
+use eddy_storage::{EpochBatch, Store, TableId};
+
+use crate::stats::JoinSideStats;
+use crate::{Barrier, ExecError, Message, Operator, Result, StreamChunk, Watermark};
+use output::OutputBuilder;
+use state::SideState;
+
+/// Candidate pairs evaluated (and output rows built) at a time.
+pub(crate) const SLICE_ROWS: usize = 4096;
+
+/// How a join type treats each side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Joined pairs; `pads[s]` when side s's unmatched rows appear padded with NULLs.
+    Pairs { pads: [bool; 2] },
+    /// Rows of side `kept` only, by whether they match.
+    Filter { kept: usize, kind: FilterKind },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FilterKind {
+    Semi,
+    Anti,
+    Mark,
+}
+
+impl Shape {
+    fn of(join_type: JoinType) -> Self {
+        let filter = |kept, kind| Shape::Filter { kept, kind };
+        match join_type {
+            JoinType::Inner => Shape::Pairs {
+                pads: [false, false],
+            },
+            JoinType::Left => Shape::Pairs {
+                pads: [true, false],
+            },
+            JoinType::Right => Shape::Pairs {
+                pads: [false, true],
+            },
+            JoinType::Full => Shape::Pairs { pads: [true, true] },
+            JoinType::LeftSemi => filter(0, FilterKind::Semi),
+            JoinType::RightSemi => filter(1, FilterKind::Semi),
+            JoinType::LeftAnti => filter(0, FilterKind::Anti),
+            JoinType::RightAnti => filter(1, FilterKind::Anti),
+            JoinType::LeftMark => filter(0, FilterKind::Mark),
+            JoinType::RightMark => filter(1, FilterKind::Mark),
+        }
+    }
+
+    /// Whether side `s` needs each row's degree.
+    fn tracks_degree(self, s: usize) -> bool {
+        match self {
+            Shape::Pairs { pads } => pads[s],
+            Shape::Filter { kept, .. } => kept == s,
+        }
+    }
+}
+
+pub struct JoinOperator {
+    plan: JoinPlan,
+    shape: Shape,
+    sides: [SideState; 2],
+    output: OutputBuilder,
+    /// Per derived clock: each side's newest bound, and the value last emitted.
+    clocks: Vec<(JoinClock, [Option<i64>; 2], Option<i64>)>,
+}
+
+/// One row of the chunk being applied.
+struct Probe {
+    join_key: Box<[u8]>,
+    row_key: Box<[u8]>,
+    insert: bool,
+    /// Whether the row's key can match at all (a NULL key cannot, unless NULLs match).
+    matchable: bool,
+    /// Candidates that passed the predicate so far.
+    matches: u64,
+}
+
+/// What to do next, in the chunk's row order.
+enum Step {
+    /// Probe row `probe` meets the other side's row (`row key`, its index among the slice's
+    /// candidates).
+    Pair(usize, Box<[u8]>, usize),
+    /// Every candidate of probe row `probe` has been seen.
+    Finish(usize),
+}
+
+/// Steps waiting to be taken together: the candidates they meet are decoded and the predicate
+/// evaluated on all of them at once.
+#[derive(Default)]
+struct Slice {
+    steps: Vec<Step>,
+    /// The candidates' rows (the other side's encoding).
+    rows: Vec<Box<[u8]>>,
+}
+
+impl JoinOperator {
+    /// Builds the operator over state tables `tables` (left, right) and loads its state.
+    pub fn new(
+        plan: JoinPlan,
+        tables: [TableId; 2],
+        schema: SchemaRef,
+        store: &dyn Store,
+    ) -> Result<Self> {
+        let open = |side: &eddy_planner::JoinSideInfo, table| {
+            SideState::open(
+                table,
+                &side.schema,
+                &side.key_fields,
+                &plan.key_types,
+                store,
+            )
+        };
+        let sides = [open(&plan.left, tables[0])?, open(&plan.right, tables[1])?];
+        let shape = Shape::of(plan.join_type);
+        let output = OutputBuilder::new(&plan, schema);
+        let clocks = plan
+            .clocks
+            .iter()
+            .map(|c| (*c, [None, None], None))
+            .collect();
+        Ok(Self {
+            plan,
+            shape,
+            sides,
+            output,
+            clocks,
+        })
+    }
+
+    fn side_plan(&self, s: usize) -> &eddy_planner::JoinSideInfo {
+        if s == 0 {
+            &self.plan.left
+        } else {
+            &self.plan.right
+        }
+    }
+
+    /// Applies one chunk from side `s`: each row meets the other side's rows of its key, then
+    /// takes its place in this side's state.
+    fn apply(&mut self, s: usize, chunk: StreamChunk, out: &mut Vec<Message>) -> Result<()> {
+        let o = 1 - s;
+        let keys = evaluate(&self.side_plan(s).keys, &chunk.batch)?;
+        let join_keys = self.sides[s].key_codec.encode(&keys)?;
+        let row_keys = self.sides[s].stream_key_codec.encode(chunk.key_columns())?;
+        let stored = self.sides[s].row_codec.encode(chunk.batch.columns())?;
+        let mut probes: Vec<Probe> = (0..chunk.len())
+            .map(|i| Probe {
+                join_key: join_keys.row(i).as_ref().into(),
+                row_key: row_keys.row(i).as_ref().into(),
+                insert: chunk.ops[i].is_insert(),
+                matchable: self.plan.nulls_match || keys.iter().all(|k| k.is_valid(i)),
+                matches: 0,
+            })
+            .collect();
+        self.output.start(s, &chunk);
+        let mut slice = Slice::default();
+        for i in 0..probes.len() {
+            if probes[i].matchable {
+                let join_key = probes[i].join_key.clone();
+                // The other side's rows of this key, a slice at a time.
+                let mut after: Option<Box<[u8]>> = None;
+                while let Some(bucket) = self.sides[o].buckets.get(&join_key) {
+                    let room = SLICE_ROWS.saturating_sub(slice.rows.len()).max(1);
+                    let range = match &after {
+                        Some(last) => bucket.range::<[u8], _>((
+                            std::ops::Bound::Excluded(last.as_ref()),
+                            std::ops::Bound::Unbounded,
+                        )),
+                        None => bucket.range::<[u8], _>(..),
+                    };
+                    let mut taken = 0;
+                    for (row_key, entry) in range.take(room) {
+                        slice
+                            .steps
+                            .push(Step::Pair(i, row_key.clone(), slice.rows.len()));
+                        slice.rows.push(entry.row.clone());
+                        after = Some(row_key.clone());
+                        taken += 1;
+                    }
+                    if taken < room {
+                        break;
+                    }
+                    self.flush(
+                        s,
+                        &chunk,
+                        &stored,
+                        &mut probes,
+                        std::mem::take(&mut slice),
+                        out,
+                    )?;
+                }
+            }
+            slice.steps.push(Step::Finish(i));
+        }
+        self.flush(s, &chunk, &stored, &mut probes, slice, out)?;
+        self.output.emit(out)
+    }
+
+    /// Takes a slice's steps in order: evaluates the predicate on its candidates at once, then
+    /// emits what each pair and each finished row produces and updates the state.
+    fn flush(
+        &mut self,
+        s: usize,
+        chunk: &StreamChunk,
+        stored: &Rows,
+        probes: &mut [Probe],
+        slice: Slice,
+        out: &mut Vec<Message>,
+    ) -> Result<()> {
+        let o = 1 - s;
+        let mut passed = None;
+        if !slice.rows.is_empty() {
+            let candidates = self.sides[o]
+                .row_codec
+                .decode(slice.rows.iter().map(|r| r.as_ref()))?;
+            if let Some(filter) = &self.plan.filter {
+                passed = Some(self.evaluate_filter(filter, s, chunk, &slice, &candidates)?);
+            }
+            self.output.set_candidates(candidates);
+        }
+        for step in slice.steps {
+            match step {
+                Step::Pair(i, other_key, candidate) => {
+                    if passed
+                        .as_ref()
+                        .is_some_and(|mask: &Vec<bool>| !mask[candidate])
+                    {
+                        continue;
+                    }
+                    probes[i].matches += 1;
+                    let probe = &probes[i];
+                    self.matched(
+                        s,
+                        i,
+                        probe.insert,
+                        &probe.join_key.clone(),
+                        &other_key,
+                        candidate,
+                    );
+                }
+                Step::Finish(i) => {
+                    let probe = &probes[i];
+                    self.finish(s, i, probe, stored.row(i).as_ref());
+                }
+            }
+            self.output.flush_if_full(out)?;
+        }
+        Ok(())
+    }
+
+    /// Probe row `row` of side `s` met the other side's row `other_key` (candidate
+    /// `candidate`), and the predicate held.
+    fn matched(
+        &mut self,
+        s: usize,
+        row: usize,
+        insert: bool,
+        join_key: &[u8],
+        other_key: &[u8],
+        candidate: usize,
+    ) {
+        let o = 1 - s;
+        let delta = if insert { 1 } else { -1 };
+        match self.shape {
+            Shape::Pairs { pads } => {
+                let crossed = if pads[o] {
+                    self.sides[o].add_degree(join_key, other_key, delta)
+                } else {
+                    None
+                };
+                match (insert, crossed) {
+                    (true, Some((0, _))) => {
+                        // The other row's first match: its padded row goes first.
+                        self.output.pad_other(false, candidate);
+                        self.output.pair(true, row, candidate);
+                    }
+                    (false, Some((1, 0))) => {
+                        self.output.pair(false, row, candidate);
+                        self.output.pad_other(true, candidate);
+                    }
+                    _ => self.output.pair(insert, row, candidate),
+                }
+            }
+            Shape::Filter { kept, kind } if kept == o => {
+                // A change on the other side moves the kept row's degree across zero or not.
+                if let Some((old, new)) = self.sides[o].add_degree(join_key, other_key, delta) {
+                    let (gained, lost) = (old == 0 && new > 0, old > 0 && new == 0);
+                    match kind {
+                        FilterKind::Semi if gained => self.output.kept_other(true, candidate, None),
+                        FilterKind::Semi if lost => self.output.kept_other(false, candidate, None),
+                        FilterKind::Anti if gained => {
+                            self.output.kept_other(false, candidate, None)
+                        }
+                        FilterKind::Anti if lost => self.output.kept_other(true, candidate, None),
+                        FilterKind::Mark if gained || lost => {
+                            self.output.kept_other(false, candidate, Some(lost));
+                            self.output.kept_other(true, candidate, Some(gained));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            // A kept row's own matches are counted by its probe and settled when it finishes.
+            Shape::Filter { .. } => {}
+        }
+    }
+
+    /// Settles probe row `row` of side `s` once all its candidates are seen: its own padded
+    /// or filtered output, and its place in this side's state.
+    fn finish(&mut self, s: usize, row: usize, probe: &Probe, stored: &[u8]) {
+        match self.shape {
+            Shape::Pairs { pads } if pads[s] && probe.matches == 0 => {
+                self.output.pad_this(probe.insert, row);
+            }
+            Shape::Filter { kept, kind } if kept == s => {
+                let matched = probe.matches > 0;
+                match kind {
+                    FilterKind::Semi if matched => self.output.kept_this(probe.insert, row, None),
+                    FilterKind::Anti if !matched => self.output.kept_this(probe.insert, row, None),
+                    FilterKind::Mark => self.output.kept_this(probe.insert, row, Some(matched)),
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+        let side = &mut self.sides[s];
+        side.max_fan_out = side.max_fan_out.max(probe.matches);
+        // A NULL key never matches, so it needs no state: its delete pads or filters alike.
+        if probe.matchable {
+            if probe.insert {
+                let degree = if self.shape.tracks_degree(s) {
+                    probe.matches
+                } else {
+                    0
+                };
+                side.insert(&probe.join_key, &probe.row_key, stored.into(), degree, true);
+            } else {
+                side.remove(&probe.join_key, &probe.row_key);
+            }
+        }
+    }
+
+    fn evaluate_filter(
+        &self,
+        filter: &Arc<dyn PhysicalExpr>,
+        s: usize,
+        chunk: &StreamChunk,
+        slice: &Slice,
+        candidates: &RecordBatch,
+    ) -> Result<Vec<bool>> {
+        // One row per candidate: the probe row's columns next to the candidate's.
+        let mut probe_rows = vec![0u32; slice.rows.len()];
+        for step in &slice.steps {
+            if let Step::Pair(i, _, candidate) = step {
+                probe_rows[*candidate] = *i as u32;
+            }
+        }
+        let indices = UInt32Array::from(probe_rows);
+        let this: Vec<ArrayRef> = chunk
+            .visible_columns()
+            .iter()
+            .map(|c| take(c.as_ref(), &indices, None))
+            .collect::<Result<_, _>>()?;
+        let other_width = self.side_plan(1 - s).schema.fields().len();
+        let other: Vec<ArrayRef> = candidates.columns()[..other_width].to_vec();
+        let (left, right) = if s == 0 { (this, other) } else { (other, this) };
+        let columns: Vec<ArrayRef> = left.into_iter().chain(right).collect();
+        let fields: Vec<Field> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Field::new(format!("c{i}"), c.data_type().clone(), true))
+            .collect();
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
+        let mask = filter.evaluate(&batch)?.into_array(batch.num_rows())?;
+        let mask = mask.as_boolean();
+        Ok((0..mask.len())
+            .map(|i| mask.is_valid(i) && mask.value(i))
+            .collect())
+    }
+}
+
+fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+    let rows = batch.num_rows();
+    Ok(exprs
+        .iter()
+        .map(|e| e.evaluate(batch)?.into_array(rows))
+        .collect::<Result<Vec<_>, _>>()?)
+}
+
+fn internal(message: &str) -> ExecError {
+    ExecError::DataFusion(datafusion::error::DataFusionError::Internal(message.into()))
+}
+
+impl Operator for JoinOperator {
+    fn name(&self) -> &'static str {
+        "Join"
+    }
+
+    fn process_chunk(&mut self, _chunk: StreamChunk, _out: &mut Vec<Message>) -> Result<()> {
+        Err(internal(
+            "a join's chunks come with the input they are from",
+        ))
+    }
+
+    fn process_input_chunk(
+        &mut self,
+        input: usize,
+        chunk: StreamChunk,
+        out: &mut Vec<Message>,
+    ) -> Result<()> {
+        self.apply(input, chunk, out)
+    }
+
+    fn process_input_watermark(
+        &mut self,
+        input: usize,
+        watermark: Watermark,
+        out: &mut Vec<Message>,
+    ) -> Result<()> {
+        for (clock, bounds, emitted) in &mut self.clocks {
+            let (id, shift) = if input == 0 { clock.left } else { clock.right };
+            if watermark.clock != id {
+                continue;
+            }
+            let bound = watermark.value.saturating_add(shift);
+            bounds[input] = Some(bounds[input].map_or(bound, |b| b.max(bound)));
+            if let [Some(l), Some(r)] = *bounds {
+                let value = l.min(r);
+                if emitted.is_none_or(|e| value > e) {
+                    *emitted = Some(value);
+                    out.push(Message::Watermark(Watermark {
+                        clock: clock.clock,
+                        value,
+                    }));
+                }
+            }
+        }
+        // The inputs' own clocks bound nothing in the output.
+        Ok(())
+    }
+
+    fn process_barrier(
+        &mut self,
+        _barrier: Barrier,
+        epoch: &mut EpochBatch,
+        _out: &mut Vec<Message>,
+    ) -> Result<()> {
+        for side in &mut self.sides {
+            side.persist(epoch);
+        }
+        Ok(())
+    }
+
+    fn state_rows(&self) -> usize {
+        self.sides.iter().map(|s| s.rows as usize).sum()
+    }
+
+    fn join_state(&self) -> Vec<JoinSideStats> {
+        [("left", &self.plan.left), ("right", &self.plan.right)]
+            .into_iter()
+            .zip(&self.sides)
+            .map(|((name, info), side)| JoinSideStats {
+                join: 0,
+                side: name,
+                input: info.reads.join(", "),
+                rows: side.rows,
+                distinct_keys: side.buckets.len() as u64,
+                bytes: side.bytes,
+                max_rows_per_key: side.max_rows_per_key,
+                max_fan_out: side.max_fan_out,
+                rows_evicted: 0,
+            })
+            .collect()
+    }
+}

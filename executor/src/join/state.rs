@@ -1,0 +1,192 @@
+//! One side of a join: its rows by join key, in memory, and in the store.
+//!
+//! A row is kept as its Arrow row encoding (visible columns then stream key), with its degree
+//! (how many rows of the other side it matches, counting the residual predicate; kept for the
+//! sides an outer, semi, anti or mark join needs it for). In the store a row's key is
+//! `partition (u16) ++ join key ++ row key`: the partition, a hash of the join key, leaves
+//! room to split a join's state across threads by key hash later. Its value is the degree,
+//! the join key's length, then the row.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use eddy_storage::{EpochBatch, RowCodec, StorageError, Store, TableId};
+use hashbrown::{HashMap, HashSet};
+
+use crate::Result;
+
+/// A stored row of one side.
+pub(super) struct Entry {
+    /// Visible columns then stream key, in Arrow's row format.
+    pub row: Box<[u8]>,
+    pub degree: u64,
+}
+
+/// A stored row's place: (join key, row key).
+type RowId = (Box<[u8]>, Box<[u8]>);
+
+/// The rows of one join key, by row key.
+pub(super) type Bucket = BTreeMap<Box<[u8]>, Entry>;
+
+pub(super) struct SideState {
+    table: TableId,
+    /// Visible columns then stream key.
+    pub row_codec: RowCodec,
+    /// The join key's types.
+    pub key_codec: RowCodec,
+    /// The stream key's fields.
+    pub stream_key_codec: RowCodec,
+    pub buckets: HashMap<Box<[u8]>, Bucket>,
+    /// Rows changed since the last barrier.
+    dirty: HashSet<RowId>,
+    pub rows: u64,
+    pub bytes: u64,
+    pub max_rows_per_key: u64,
+    pub max_fan_out: u64,
+}
+
+/// How many partitions the state's keys are spread over (the prefix of every key).
+const PARTITIONS: u16 = 256;
+
+/// The partition of a join key: FNV-1a, stable across versions and machines.
+pub(super) fn partition(join_key: &[u8]) -> u16 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in join_key {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    (hash % u64::from(PARTITIONS)) as u16
+}
+
+fn nullable(fields: impl IntoIterator<Item = Field>) -> Arc<Schema> {
+    Arc::new(Schema::new(
+        fields
+            .into_iter()
+            .map(|f| f.with_nullable(true))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+impl SideState {
+    /// Opens one side and loads its rows from the last committed epoch.
+    pub fn open(
+        table: TableId,
+        visible: &Schema,
+        key_fields: &[Field],
+        key_types: &[DataType],
+        store: &dyn Store,
+    ) -> Result<Self> {
+        let row_fields = visible
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .chain(key_fields.iter().cloned());
+        let key_types = key_types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Field::new(format!("k{i}"), t.clone(), true));
+        let mut side = Self {
+            table,
+            row_codec: RowCodec::new(nullable(row_fields))?,
+            key_codec: RowCodec::new(nullable(key_types))?,
+            stream_key_codec: RowCodec::new(nullable(key_fields.iter().cloned()))?,
+            buckets: HashMap::new(),
+            dirty: HashSet::new(),
+            rows: 0,
+            bytes: 0,
+            max_rows_per_key: 0,
+            max_fan_out: 0,
+        };
+        for (key, value) in store.scan_table(table)? {
+            let corrupt = || StorageError::Corrupt(format!("join state row in table {table}"));
+            if value.len() < 12 || key.len() < 2 {
+                return Err(corrupt().into());
+            }
+            let degree = u64::from_le_bytes(value[..8].try_into().map_err(|_| corrupt())?);
+            let key_len =
+                u32::from_le_bytes(value[8..12].try_into().map_err(|_| corrupt())?) as usize;
+            let rest = &key[2..];
+            if rest.len() < key_len {
+                return Err(corrupt().into());
+            }
+            let (join_key, row_key) = rest.split_at(key_len);
+            side.insert(join_key, row_key, value[12..].into(), degree, false);
+        }
+        Ok(side)
+    }
+
+    /// Adds a row; `dirty` when it must be written at the next barrier.
+    pub fn insert(
+        &mut self,
+        join_key: &[u8],
+        row_key: &[u8],
+        row: Box<[u8]>,
+        degree: u64,
+        dirty: bool,
+    ) {
+        self.bytes += row.len() as u64;
+        let bucket = self.buckets.entry_ref(join_key).or_default();
+        if let Some(old) = bucket.insert(row_key.into(), Entry { row, degree }) {
+            self.bytes -= old.row.len() as u64;
+        } else {
+            self.rows += 1;
+        }
+        self.max_rows_per_key = self.max_rows_per_key.max(bucket.len() as u64);
+        if dirty {
+            self.dirty.insert((join_key.into(), row_key.into()));
+        }
+    }
+
+    /// Removes a row; false when it was not there.
+    pub fn remove(&mut self, join_key: &[u8], row_key: &[u8]) -> bool {
+        let Some(bucket) = self.buckets.get_mut(join_key) else {
+            return false;
+        };
+        let Some(old) = bucket.remove(row_key) else {
+            return false;
+        };
+        if bucket.is_empty() {
+            self.buckets.remove(join_key);
+        }
+        self.rows -= 1;
+        self.bytes -= old.row.len() as u64;
+        self.dirty.insert((join_key.into(), row_key.into()));
+        true
+    }
+
+    /// Changes a stored row's degree by `delta`; returns (old, new), or None when the row is
+    /// not there.
+    pub fn add_degree(
+        &mut self,
+        join_key: &[u8],
+        row_key: &[u8],
+        delta: i64,
+    ) -> Option<(u64, u64)> {
+        let entry = self.buckets.get_mut(join_key)?.get_mut(row_key)?;
+        let old = entry.degree;
+        entry.degree = old.saturating_add_signed(delta);
+        self.dirty.insert((join_key.into(), row_key.into()));
+        Some((old, entry.degree))
+    }
+
+    /// Writes the rows changed since the last barrier into the epoch.
+    pub fn persist(&mut self, epoch: &mut EpochBatch) {
+        for (join_key, row_key) in self.dirty.drain() {
+            let mut key = Vec::with_capacity(2 + join_key.len() + row_key.len());
+            key.extend_from_slice(&partition(&join_key).to_be_bytes());
+            key.extend_from_slice(&join_key);
+            key.extend_from_slice(&row_key);
+            match self.buckets.get(&join_key).and_then(|b| b.get(&row_key)) {
+                Some(entry) => {
+                    let mut value = Vec::with_capacity(12 + entry.row.len());
+                    value.extend_from_slice(&entry.degree.to_le_bytes());
+                    value.extend_from_slice(&(join_key.len() as u32).to_le_bytes());
+                    value.extend_from_slice(&entry.row);
+                    epoch.put(self.table, &key, value);
+                }
+                None => epoch.delete(self.table, &key),
+            }
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! The join operator driven by compact changelog literals: `+ id k v` inserts row `id` with join
+//! key `k` and value `v`, `-` deletes it, `_` is NULL.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, AsArray, Int64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
+use datafusion::common::JoinType;
+use datafusion::logical_expr::Operator as BinaryOperator;
+use datafusion::physical_expr::expressions::{BinaryExpr, Column};
+use datafusion::physical_expr::PhysicalExpr;
+use eddy_planner::{JoinOutputKey, JoinPlan, JoinSideInfo};
+use eddy_storage::{EpochBatch, MemStore, Store};
+
+use super::{JoinOperator, SLICE_ROWS};
+use crate::{Barrier, Message, Op, Operator, StreamChunk};
+
+fn side_schema(prefix: &str) -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new(format!("{prefix}k"), DataType::Int64, true),
+        Field::new(format!("{prefix}v"), DataType::Int64, true),
+    ]))
+}
+
+fn value(text: &str) -> Option<i64> {
+    (text != "_").then(|| text.parse().unwrap())
+}
+
+/// One row per line: op, row id (the stream key), join key, value.
+fn chunk(prefix: &str, text: &str) -> StreamChunk {
+    let (mut ops, mut ids, mut ks, mut vs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        ops.push(match parts[0] {
+            "+" => Op::Insert,
+            "-" => Op::Delete,
+            other => panic!("unknown op {other}"),
+        });
+        ids.push(parts[1].parse::<i64>().unwrap());
+        ks.push(value(parts[2]));
+        vs.push(value(parts[3]));
+    }
+    StreamChunk::new(
+        ops,
+        &side_schema(prefix),
+        vec![
+            Arc::new(Int64Array::from(ks)),
+            Arc::new(Int64Array::from(vs)),
+        ],
+        vec![Arc::new(Int64Array::from(ids))],
+    )
+    .unwrap()
+}
+
+fn side(prefix: &str) -> JoinSideInfo {
+    JoinSideInfo {
+        keys: vec![Arc::new(Column::new(&format!("{prefix}k"), 0))],
+        key_names: vec![format!("{prefix}k")],
+        schema: side_schema(prefix),
+        key_fields: vec![Field::new("_id", DataType::Int64, true)],
+        append_only: false,
+        reads: vec![prefix.to_string()],
+        unique_per_key: false,
+    }
+}
+
+/// `l JOIN r ON l.lk = r.rk [AND l.lv < r.rv]`.
+fn plan(join_type: JoinType, with_filter: bool) -> (JoinPlan, SchemaRef) {
+    let filter = with_filter.then(|| {
+        Arc::new(BinaryExpr::new(
+            Arc::new(Column::new("lv", 1)),
+            BinaryOperator::Lt,
+            Arc::new(Column::new("rv", 3)),
+        )) as Arc<dyn PhysicalExpr>
+    });
+    let (left, right) = (side("l"), side("r"));
+    let mut fields: Vec<Field> = Vec::new();
+    if !matches!(join_type, JoinType::RightSemi | JoinType::RightAnti) {
+        fields.extend(left.schema.fields().iter().map(|f| f.as_ref().clone()));
+    }
+    if !matches!(
+        join_type,
+        JoinType::LeftSemi | JoinType::LeftAnti | JoinType::LeftMark
+    ) {
+        fields.extend(right.schema.fields().iter().map(|f| f.as_ref().clone()));
+    }
+    if join_type == JoinType::LeftMark {
+        fields.push(Field::new("mark", DataType::Boolean, false));
+    }
+    let output_key = match join_type {
+        JoinType::LeftSemi | JoinType::LeftAnti | JoinType::LeftMark => JoinOutputKey::Left,
+        JoinType::RightSemi | JoinType::RightAnti => JoinOutputKey::Right,
+        _ => JoinOutputKey::Both,
+    };
+    let plan = JoinPlan {
+        join_type,
+        left,
+        right,
+        key_types: vec![DataType::Int64],
+        nulls_match: false,
+        filter,
+        output_key,
+        clocks: Vec::new(),
+    };
+    (plan, Arc::new(Schema::new(fields)))
+}
+
+struct Harness {
+    operator: JoinOperator,
+    store: Arc<MemStore>,
+    plan: JoinPlan,
+    schema: SchemaRef,
+    /// The materialized output: output row (as text) → count.
+    rows: BTreeMap<String, i64>,
+    chunks: Vec<usize>,
+}
+
+impl Harness {
+    fn new(join_type: JoinType, with_filter: bool) -> Self {
+        let (plan, schema) = plan(join_type, with_filter);
+        let store = Arc::new(MemStore::default());
+        let operator =
+            JoinOperator::new(plan.clone(), [20, 21], schema.clone(), store.as_ref()).unwrap();
+        Self {
+            operator,
+            store,
+            plan,
+            schema,
+            rows: BTreeMap::new(),
+            chunks: Vec::new(),
+        }
+    }
+
+    /// Applies a change to side 0 (`l`) or 1 (`r`); returns its output rows in order.
+    fn push(&mut self, side: usize, text: &str) -> Vec<String> {
+        let prefix = if side == 0 { "l" } else { "r" };
+        let mut out = Vec::new();
+        self.operator
+            .process_input_chunk(side, chunk(prefix, text), &mut out)
+            .unwrap();
+        let mut changes = Vec::new();
+        for message in out {
+            let Message::Chunk(chunk) = message else {
+                continue;
+            };
+            self.chunks.push(chunk.len());
+            for (i, op) in chunk.ops.iter().enumerate() {
+                let text = render(&chunk, i);
+                let sign = if op.is_insert() { 1 } else { -1 };
+                let count = self.rows.entry(text.clone()).or_default();
+                *count += sign;
+                assert!(*count >= 0, "deleted a row never inserted: {text}");
+                if *count == 0 {
+                    self.rows.remove(&text);
+                }
+                changes.push(format!("{} {text}", if op.is_insert() { "+" } else { "-" }));
+            }
+        }
+        changes
+    }
+
+    fn view(&self) -> Vec<String> {
+        self.rows.keys().cloned().collect()
+    }
+
+    /// Commits the state and builds the operator again from the store, as after a restart.
+    fn restart(&mut self) {
+        let mut epoch = EpochBatch::default();
+        self.operator
+            .process_barrier(Barrier { epoch: 1 }, &mut epoch, &mut Vec::new())
+            .unwrap();
+        self.store.commit(epoch).unwrap();
+        self.operator = JoinOperator::new(
+            self.plan.clone(),
+            [20, 21],
+            self.schema.clone(),
+            self.store.as_ref(),
+        )
+        .unwrap();
+    }
+}
+
+/// A row's visible columns and key, `_` for NULL: `1 10 | 1 20 | key 7 8`.
+fn render(chunk: &StreamChunk, row: usize) -> String {
+    let text = |column: &Arc<dyn Array>| {
+        if column.is_null(row) {
+            "_".to_string()
+        } else if let Some(ints) = column.as_primitive_opt::<Int64Type>() {
+            ints.value(row).to_string()
+        } else {
+            column.as_boolean().value(row).to_string()
+        }
+    };
+    let visible: Vec<String> = chunk.visible_columns().iter().map(text).collect();
+    let key: Vec<String> = chunk.key_columns().iter().map(text).collect();
+    format!("{} key {}", visible.join(" "), key.join(" "))
+}
+
+#[test]
+fn inner_join_matches_either_order_and_retracts() {
+    let mut h = Harness::new(JoinType::Inner, false);
+    assert!(h.push(0, "+ 1 7 10").is_empty());
+    assert_eq!(h.push(1, "+ 5 7 20\n+ 6 8 30"), ["+ 7 10 7 20 key 1 5"]);
+    assert_eq!(h.push(0, "+ 2 7 11"), ["+ 7 11 7 20 key 2 5"]);
+    assert_eq!(
+        h.push(1, "- 5 7 20"),
+        ["- 7 10 7 20 key 1 5", "- 7 11 7 20 key 2 5"]
+    );
+    assert!(h.view().is_empty());
+}
+
+#[test]
+fn left_join_pads_and_unpads_both_ways() {
+    let mut h = Harness::new(JoinType::Left, false);
+    assert_eq!(h.push(0, "+ 1 7 10"), ["+ 7 10 _ _ key 1 _"]);
+    // The first match retracts the padded row before the joined one comes.
+    assert_eq!(
+        h.push(1, "+ 5 7 20"),
+        ["- 7 10 _ _ key 1 _", "+ 7 10 7 20 key 1 5"]
+    );
+    assert_eq!(h.push(1, "+ 6 7 21"), ["+ 7 10 7 21 key 1 6"]);
+    assert_eq!(h.push(1, "- 5 7 20"), ["- 7 10 7 20 key 1 5"]);
+    // The last match going brings the padded row back.
+    assert_eq!(
+        h.push(1, "- 6 7 21"),
+        ["- 7 10 7 21 key 1 6", "+ 7 10 _ _ key 1 _"]
+    );
+    assert_eq!(h.view(), ["7 10 _ _ key 1 _"]);
+    assert_eq!(h.push(0, "- 1 7 10"), ["- 7 10 _ _ key 1 _"]);
+    assert!(h.view().is_empty());
+}
+
+#[test]
+fn full_join_pads_both_sides_and_null_keys_never_match() {
+    let mut h = Harness::new(JoinType::Full, false);
+    assert_eq!(h.push(1, "+ 5 _ 20"), ["+ _ _ _ 20 key _ 5"]);
+    assert_eq!(h.push(0, "+ 1 _ 10"), ["+ _ 10 _ _ key 1 _"]);
+    assert_eq!(h.push(1, "+ 6 7 21"), ["+ _ _ 7 21 key _ 6"]);
+    assert_eq!(
+        h.push(0, "+ 2 7 11"),
+        ["- _ _ 7 21 key _ 6", "+ 7 11 7 21 key 2 6"]
+    );
+    // Deleting NULL-keyed rows retracts their pads (they are kept nowhere).
+    assert_eq!(h.push(0, "- 1 _ 10"), ["- _ 10 _ _ key 1 _"]);
+    assert_eq!(h.push(1, "- 5 _ 20"), ["- _ _ _ 20 key _ 5"]);
+    assert_eq!(h.view(), ["7 11 7 21 key 2 6"]);
+}
+
+#[test]
+fn degrees_count_the_residual_predicate() {
+    // ON lk = rk AND lv < rv: a right row that fails the predicate is no match.
+    let mut h = Harness::new(JoinType::Left, true);
+    assert_eq!(h.push(0, "+ 1 7 10"), ["+ 7 10 _ _ key 1 _"]);
+    assert!(h.push(1, "+ 5 7 5").is_empty());
+    assert_eq!(
+        h.push(1, "+ 6 7 50"),
+        ["- 7 10 _ _ key 1 _", "+ 7 10 7 50 key 1 6"]
+    );
+    assert!(h.push(1, "- 5 7 5").is_empty());
+    assert_eq!(
+        h.push(1, "- 6 7 50"),
+        ["- 7 10 7 50 key 1 6", "+ 7 10 _ _ key 1 _"]
+    );
+}
+
+#[test]
+fn a_row_deleted_and_inserted_in_one_chunk_keeps_its_order() {
+    let mut h = Harness::new(JoinType::Left, false);
+    h.push(1, "+ 5 8 20");
+    // Row 1 moves from key 7 (no match) to key 8 (a match) within one chunk.
+    h.push(0, "+ 1 7 10");
+    assert_eq!(
+        h.push(0, "- 1 7 10\n+ 1 8 10"),
+        ["- 7 10 _ _ key 1 _", "+ 8 10 8 20 key 1 5"]
+    );
+    assert_eq!(h.view(), ["8 10 8 20 key 1 5"]);
+}
+
+#[test]
+fn semi_anti_and_mark_follow_the_degree_across_zero() {
+    let mut semi = Harness::new(JoinType::LeftSemi, false);
+    let mut anti = Harness::new(JoinType::LeftAnti, false);
+    let mut mark = Harness::new(JoinType::LeftMark, false);
+    for h in [&mut semi, &mut anti, &mut mark] {
+        h.push(0, "+ 1 7 10\n+ 2 _ 11");
+        h.push(1, "+ 5 7 20\n+ 6 7 21");
+        h.push(1, "- 5 7 20");
+    }
+    assert_eq!(semi.view(), ["7 10 key 1"]);
+    assert_eq!(anti.view(), ["_ 11 key 2"]);
+    assert_eq!(mark.view(), ["7 10 true key 1", "_ 11 false key 2"]);
+    for h in [&mut semi, &mut anti, &mut mark] {
+        h.push(1, "- 6 7 21");
+    }
+    assert!(semi.view().is_empty());
+    assert_eq!(anti.view(), ["7 10 key 1", "_ 11 key 2"]);
+    assert_eq!(mark.view(), ["7 10 false key 1", "_ 11 false key 2"]);
+}
+
+#[test]
+fn state_survives_a_restart() {
+    let mut h = Harness::new(JoinType::Full, false);
+    h.push(0, "+ 1 7 10\n+ 2 8 11");
+    h.push(1, "+ 5 7 20");
+    h.restart();
+    // Degrees came back: row 1's match going pads it again; row 2's first match unpads it.
+    assert_eq!(
+        h.push(1, "- 5 7 20\n+ 6 8 21"),
+        [
+            "- 7 10 7 20 key 1 5",
+            "+ 7 10 _ _ key 1 _",
+            "- 8 11 _ _ key 2 _",
+            "+ 8 11 8 21 key 2 6"
+        ]
+    );
+    let stats = h.operator.join_state();
+    assert_eq!((stats[0].rows, stats[1].rows), (2, 1));
+}
+
+#[test]
+fn one_row_matching_many_emits_bounded_chunks() {
+    let mut h = Harness::new(JoinType::Left, false);
+    let many = SLICE_ROWS * 3 + 17;
+    let rows: String = (0..many).map(|i| format!("+ {i} 7 {i}\n")).collect();
+    h.push(1, &rows);
+    h.chunks.clear();
+    let out = h.push(0, "+ 1000000 7 1");
+    assert_eq!(out.len(), many);
+    assert!(h.chunks.iter().all(|&n| n <= SLICE_ROWS), "{:?}", h.chunks);
+    assert_eq!(h.operator.join_state()[0].max_fan_out, many as u64);
+    assert_eq!(h.operator.join_state()[1].max_rows_per_key, many as u64);
+}

@@ -1,0 +1,249 @@
+//! Keyed incremental aggregation (GROUP BY), windowed or not, and SESSION windows.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::logical_expr::{Aggregate, Expr};
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion::physical_expr::PhysicalExpr;
+// The builder that replaces it is not public yet in 55.x.
+#[allow(deprecated)]
+use datafusion::physical_planner::create_aggregate_expr_and_maybe_filter;
+
+use super::{key_field, project_watermarks, NodeKind, Planned, Planner, StreamNode, StreamPlan};
+use crate::window::{WindowKind, WindowSpec};
+use crate::{PlanError, Result};
+
+/// Where an aggregate finds the end of each group's window, if its groups are windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowBound {
+    /// Group column `index` is `window_end`.
+    End { group_index: usize },
+    /// Group column `index` is `window_start`; the end is `size` micros later.
+    Start { group_index: usize, size: i64 },
+}
+
+/// A session-window aggregate: which group columns are the session's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionWindow {
+    pub gap: i64,
+    pub start_index: Option<usize>,
+    pub end_index: Option<usize>,
+    /// The input's boolean column saying whether a row passed the WHERE clause (rows that
+    /// did not still shape the sessions; a session with no passing row is not output).
+    pub keep_column: Option<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub struct AggregatePlan {
+    pub group_exprs: Vec<Arc<dyn PhysicalExpr>>,
+    pub aggregates: Vec<Arc<AggregateFunctionExpr>>,
+    /// Each aggregate's `FILTER (WHERE ...)`, if it has one.
+    pub filters: Vec<Option<Arc<dyn PhysicalExpr>>>,
+    /// Whether the input only ever inserts (then non-retractable accumulators are fine).
+    pub input_append_only: bool,
+    /// Set when the groups are windows whose end the watermark can pass.
+    pub window: Option<WindowBound>,
+    /// Set for SESSION windows: the other group columns partition the sessions, which the
+    /// operator grows and merges itself.
+    pub session: Option<SessionWindow>,
+    /// Whether the watermark reaching a window's end closes it (state is then evicted).
+    pub watermarked: bool,
+    /// The clock whose watermarks close windows (the window's time column's).
+    pub watermark_clock: usize,
+    /// Added to that clock's value to bound the window ends.
+    pub watermark_shift: i64,
+    pub emit_on_window_close: bool,
+    pub schema: SchemaRef,
+}
+
+impl AggregatePlan {
+    /// Why this aggregate's state grows forever (over `input`), and how to bound it.
+    pub(super) fn unbounded_state(&self, input: &StreamNode, plan: &StreamPlan) -> Vec<String> {
+        if self.group_exprs.is_empty() || self.watermarked || !self.input_append_only {
+            return Vec::new();
+        }
+        let keys: Vec<&str> = self.schema.fields()[..self.group_exprs.len()]
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        let keys = keys.join(", ");
+        let source = plan.first_input_name(input);
+        vec![if self.window.is_some() {
+            format!(
+                "its windows never close, so it keeps state for every ({keys}) forever: \"{source}\" has no watermark on the window's time column. To bound it, declare WATERMARK FOR col AS col - INTERVAL '...' on \"{source}\""
+            )
+        } else {
+            format!(
+                "it keeps state for every distinct ({keys}) forever: its input only grows and nothing closes its groups. To bound it, group by window_start or window_end of a TUMBLE, HOP, CUMULATE or SESSION window over a column with a WATERMARK"
+            )
+        }]
+    }
+}
+
+impl Planner<'_> {
+    pub(super) fn plan_aggregate(&mut self, aggregate: &Aggregate) -> Result<Planned> {
+        let mut planned = self.plan_node(&aggregate.input)?;
+        if aggregate
+            .group_expr
+            .iter()
+            .any(|e| matches!(e, Expr::GroupingSet(_)))
+        {
+            return Err(PlanError::NotSupported(
+                "GROUPING SETS, CUBE and ROLLUP in a materialized view".into(),
+            ));
+        }
+        if planned.any_node(|n| matches!(&n.kind, NodeKind::Aggregate(a) if a.session.is_some())) {
+            return Err(PlanError::NotSupported(
+                "an aggregate over a SESSION aggregate in one view (a lone count(DISTINCT ...) is planned that way): add another aggregate next to it, or aggregate the sessions in a view over this one".into(),
+            ));
+        }
+        let input_schema = aggregate.input.schema();
+        let physical_input = input_schema.as_arrow();
+        let group_exprs = aggregate
+            .group_expr
+            .iter()
+            .map(|e| self.physical(e, input_schema))
+            .collect::<Result<Vec<_>>>()?;
+        let mut aggregates = Vec::with_capacity(aggregate.aggr_expr.len());
+        let mut filters = Vec::with_capacity(aggregate.aggr_expr.len());
+        for expr in &aggregate.aggr_expr {
+            #[allow(deprecated)]
+            let (agg, filter, ordering) = create_aggregate_expr_and_maybe_filter(
+                expr,
+                input_schema,
+                physical_input,
+                &self.props,
+            )?;
+            // An ORDER BY inside the call is the accumulator's own (its sort columns
+            // follow the arguments), so `ordering` needs nothing more here.
+            let _ = ordering;
+            aggregates.push(agg);
+            filters.push(filter);
+        }
+        // window_end when grouped on (a CUMULATE window's end is not start + size).
+        let position = |name: &str| {
+            aggregate
+                .group_expr
+                .iter()
+                .position(|e| matches!(e, Expr::Column(c) if c.name == name))
+        };
+        let window = planned.window.and_then(|(spec, _)| {
+            match (position("window_end"), position("window_start")) {
+                (Some(group_index), _) => Some(WindowBound::End { group_index }),
+                (None, Some(group_index)) => Some(WindowBound::Start {
+                    group_index,
+                    size: spec.size(),
+                }),
+                (None, None) => None,
+            }
+        });
+        let session = match planned.window {
+            Some((spec, _)) if spec.is_session() => Some(SessionWindow {
+                keep_column: planned.session_keep.take(),
+                ..session_window(&spec, &aggregate.group_expr, planned.node.append_only)?
+            }),
+            Some((spec, _)) if matches!(spec.kind, WindowKind::Cumulate { .. }) => {
+                if matches!(window, Some(WindowBound::Start { .. }))
+                    && !group_has(&aggregate.group_expr, "window_end")
+                {
+                    return Err(PlanError::Invalid(
+                        "CUMULATE windows share their start: GROUP BY window_end too".into(),
+                    ));
+                }
+                None
+            }
+            _ => None,
+        };
+        let time = planned.window.and_then(|(_, time)| time);
+        let watermarked = window.is_some() && time.is_some();
+        let emit_on_window_close = self.emit_on_window_close;
+        if emit_on_window_close && window.is_some() && !watermarked {
+            return Err(PlanError::Invalid(format!(
+                "EMIT ON WINDOW CLOSE needs a watermark on the window's time column: declare `WATERMARK FOR col AS col - INTERVAL '...'` on \"{}\"",
+                planned.source_name
+            )));
+        }
+        if emit_on_window_close && planned.any_node(|n| matches!(n.kind, NodeKind::Aggregate(_))) {
+            return Err(PlanError::NotSupported(
+                "EMIT ON WINDOW CLOSE over nested aggregates".into(),
+            ));
+        }
+        let schema: SchemaRef = Arc::new(aggregate.schema.as_arrow().clone());
+        let groups = aggregate.group_expr.len();
+        let plan = AggregatePlan {
+            group_exprs,
+            aggregates,
+            filters,
+            input_append_only: planned.node.append_only,
+            window,
+            session,
+            watermarked,
+            watermark_clock: time.map_or(0, |t| t.clock),
+            watermark_shift: time.map_or(0, |t| t.shift),
+            emit_on_window_close: emit_on_window_close && window.is_some(),
+            schema: schema.clone(),
+        };
+        // Closed windows never change again, so window columns among the groups stay
+        // watermarked in the output; nothing else does.
+        let watermarks = if watermarked {
+            project_watermarks(
+                &planned.node.watermarks,
+                &aggregate.group_expr,
+                input_schema,
+            )
+        } else {
+            Vec::new()
+        };
+        let mut node = planned
+            .node
+            .wrap(NodeKind::Aggregate(Box::new(plan)), schema.clone());
+        node.watermarks = watermarks;
+        // The group columns are the stream key.
+        node.key_fields = schema.fields()[..groups]
+            .iter()
+            .map(|f| key_field(f))
+            .collect();
+        node.key_columns = Some((0..groups).collect());
+        node.append_only = emit_on_window_close && window.is_some();
+        planned.node = node;
+        planned.window = None;
+        Ok(planned)
+    }
+}
+
+fn group_has(group_expr: &[Expr], name: &str) -> bool {
+    group_expr
+        .iter()
+        .any(|e| matches!(e, Expr::Column(c) if c.name == name))
+}
+
+/// Where a session aggregate finds its window columns among the groups.
+fn session_window(
+    spec: &WindowSpec,
+    group_expr: &[Expr],
+    append_only: bool,
+) -> Result<SessionWindow> {
+    let index_of = |name: &str| {
+        group_expr
+            .iter()
+            .position(|e| matches!(e, Expr::Column(c) if c.name == name))
+    };
+    let (start_index, end_index) = (index_of("window_start"), index_of("window_end"));
+    if start_index.is_none() && end_index.is_none() {
+        return Err(PlanError::Invalid(
+            "a SESSION window needs GROUP BY window_start or window_end (with the keys that keep sessions apart)".into(),
+        ));
+    }
+    if !append_only {
+        return Err(PlanError::NotSupported(
+            "SESSION windows over an input with updates or deletes (sessions are built from an append-only input)".into(),
+        ));
+    }
+    Ok(SessionWindow {
+        gap: spec.size(),
+        start_index,
+        end_index,
+        keep_column: None,
+    })
+}

@@ -1,0 +1,439 @@
+//! From a DataFusion `LogicalPlan` to a [`StreamPlan`]: the incremental operators that keep a
+//! materialized view up to date, as a tree from the view down to its inputs.
+//!
+//! Every batch flowing through a stream plan carries the node's visible columns followed by its
+//! stream key columns (a table's primary key or hidden row id, a HOP window's start, an
+//! aggregate's group key, both sides' keys of a join). The key is what the materialize operator
+//! upserts by, so it is carried through projections even when the query does not select it.
+//!
+//! Event time travels as *clocks*: each input's watermark is a clock, and the planner records
+//! for every column which clock bounds it and by how much ([`WatermarkColumn`]). A clock survives
+//! projections that drop the column it came from (a window's aggregate still closes), and a
+//! join derives a clock of its own where its output is bounded by both inputs.
+//!
+//! One file per operator: [`input`] (tables, sources, views and window TVFs), [`project`]
+//! (projections and filters), [`aggregate`], [`join`].
+
+mod aggregate;
+mod input;
+mod join;
+mod project;
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, SchemaRef};
+use datafusion::common::{DFSchema, TableReference};
+use datafusion::execution::context::ExecutionProps;
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
+
+pub use aggregate::{AggregatePlan, SessionWindow, WindowBound};
+pub use join::{JoinClock, JoinOutputKey, JoinPlan, JoinSideInfo};
+
+use crate::window::WindowSpec;
+use crate::{PlanError, Result};
+
+/// A column that a clock bounds: no future row has a value below the clock's current value
+/// plus `shift` (micros) in it.
+///
+/// A table's watermark is its clock 0, on the column it is declared on (shift 0); a window
+/// derives `window_end` (shift 0) and `window_start` (shift -size) from its time column's clock;
+/// a windowed aggregate keeps both in its output, so a view over that view can close windows
+/// too; a join on two watermarked columns derives a clock bounding both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatermarkColumn {
+    pub column: usize,
+    pub clock: usize,
+    pub shift: i64,
+}
+
+/// What the stream planner needs to know about a table, source or view a view reads.
+#[derive(Debug, Clone)]
+pub struct SourceInfo {
+    pub name: String,
+    /// The visible columns' names (for EXPLAIN).
+    pub columns: Vec<String>,
+    /// The stream key's fields, carried after the visible columns.
+    pub key_fields: Vec<Field>,
+    /// The visible columns the stream key repeats (a primary key, a view's group columns), when
+    /// the key is made of visible columns (a hidden row id is not).
+    pub key_columns: Option<Vec<usize>>,
+    pub append_only: bool,
+    /// The columns the input's clocks bound (a table: the one its watermark is declared on).
+    pub watermarks: Vec<WatermarkColumn>,
+}
+
+impl SourceInfo {
+    pub fn key_len(&self) -> usize {
+        self.key_fields.len()
+    }
+
+    /// How many clock ids the input's watermarks use (ids are `0..clock_count`).
+    fn clock_count(&self) -> usize {
+        self.watermarks
+            .iter()
+            .map(|w| w.clock + 1)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+fn watermark_on(watermarks: &[WatermarkColumn], column: usize) -> Option<WatermarkColumn> {
+    watermarks.iter().find(|w| w.column == column).copied()
+}
+
+/// Resolves table names for the stream planner.
+pub trait StreamCatalog {
+    fn source(&self, table: &TableReference) -> Option<SourceInfo>;
+}
+
+/// One table, source or view a plan reads. The input's own clocks `0..n` are this plan's
+/// clocks `clock_base..clock_base + n`.
+#[derive(Debug, Clone)]
+pub struct StreamInput {
+    pub source: SourceInfo,
+    pub clock_base: usize,
+}
+
+/// What one node of the tree does.
+#[derive(Debug, Clone)]
+pub enum NodeKind {
+    /// Reads `StreamPlan::inputs[input]`: the table columns in `projection` (all when None).
+    Input {
+        input: usize,
+        projection: Option<Vec<usize>>,
+    },
+    Filter {
+        predicate: Arc<dyn PhysicalExpr>,
+    },
+    Project {
+        exprs: Vec<Arc<dyn PhysicalExpr>>,
+    },
+    Window {
+        time_column: usize,
+        spec: WindowSpec,
+        /// HOP adds the window start to the stream key (a row is in several windows).
+        adds_key: bool,
+    },
+    Aggregate(Box<AggregatePlan>),
+    Join(Box<JoinPlan>),
+}
+
+/// One incremental operator and the inputs it reads (none for an input, two for a join).
+#[derive(Debug, Clone)]
+pub struct StreamNode {
+    pub kind: NodeKind,
+    pub inputs: Vec<StreamNode>,
+    /// The visible columns this node emits.
+    pub schema: SchemaRef,
+    /// The stream key's fields, after the visible columns.
+    pub key_fields: Vec<Field>,
+    /// The visible columns the stream key repeats, when it does.
+    pub key_columns: Option<Vec<usize>>,
+    /// Whether this node only ever emits inserts.
+    pub append_only: bool,
+    /// The columns of this node's output that clocks bound.
+    pub watermarks: Vec<WatermarkColumn>,
+}
+
+impl StreamNode {
+    /// This node and every node below it, parents before children.
+    pub fn walk(&self) -> Vec<&StreamNode> {
+        let mut nodes = vec![self];
+        for input in &self.inputs {
+            nodes.extend(input.walk());
+        }
+        nodes
+    }
+
+    /// How many state tables this node's operator keeps (aggregates one, joins one per side).
+    pub fn state_tables(&self) -> usize {
+        match &self.kind {
+            NodeKind::Aggregate(_) => 1,
+            NodeKind::Join(_) => 2,
+            _ => 0,
+        }
+    }
+
+    fn watermark_on(&self, column: usize) -> Option<WatermarkColumn> {
+        watermark_on(&self.watermarks, column)
+    }
+
+    /// A node over `self` with the same key and watermarks.
+    fn wrap(self, kind: NodeKind, schema: SchemaRef) -> StreamNode {
+        StreamNode {
+            kind,
+            schema,
+            key_fields: self.key_fields.clone(),
+            key_columns: self.key_columns.clone(),
+            append_only: self.append_only,
+            watermarks: self.watermarks.clone(),
+            inputs: vec![self],
+        }
+    }
+}
+
+/// A materialized view's operators, from its inputs to its rows.
+#[derive(Debug, Clone)]
+pub struct StreamPlan {
+    pub root: StreamNode,
+    /// Every table, source or view the plan reads, once per time it reads it (a self-join
+    /// reads one table twice).
+    pub inputs: Vec<StreamInput>,
+    /// The view's visible columns.
+    pub schema: SchemaRef,
+    pub key_fields: Vec<Field>,
+    pub append_only: bool,
+    pub emit_on_window_close: bool,
+    /// The view's columns its output clocks bound (for views reading this one).
+    pub watermarks: Vec<WatermarkColumn>,
+}
+
+impl StreamPlan {
+    pub fn key_len(&self) -> usize {
+        self.key_fields.len()
+    }
+
+    /// What a view reading this one needs to know about it.
+    pub fn as_source(&self, name: &str) -> SourceInfo {
+        SourceInfo {
+            name: name.to_string(),
+            columns: self
+                .schema
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect(),
+            key_fields: self.key_fields.clone(),
+            key_columns: self.root.key_columns.clone(),
+            append_only: self.append_only,
+            watermarks: self.watermarks.clone(),
+        }
+    }
+
+    /// The names of the tables, sources and views this plan reads, each once, in input order.
+    pub fn input_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for input in &self.inputs {
+            if !names.contains(&input.source.name.as_str()) {
+                names.push(&input.source.name);
+            }
+        }
+        names
+    }
+
+    /// Whether the plan reads `name`.
+    pub fn reads(&self, name: &str) -> bool {
+        self.inputs.iter().any(|i| i.source.name == name)
+    }
+
+    /// How many state tables the operators keep (the view's own rows not counted).
+    pub fn state_tables(&self) -> usize {
+        self.root.walk().iter().map(|n| n.state_tables()).sum()
+    }
+
+    /// Whether some operator keeps state that grows with the number of distinct keys forever.
+    pub fn has_unbounded_state(&self) -> bool {
+        self.unbounded_state().is_some()
+    }
+
+    /// Why this view's state grows forever, and how to bound it; None when it is bounded.
+    pub fn unbounded_state(&self) -> Option<String> {
+        let reasons: Vec<String> = self
+            .root
+            .walk()
+            .into_iter()
+            .flat_map(|node| match &node.kind {
+                NodeKind::Aggregate(agg) => agg.unbounded_state(&node.inputs[0], self),
+                NodeKind::Join(join) => join.unbounded_state(),
+                _ => Vec::new(),
+            })
+            .collect();
+        (!reasons.is_empty()).then(|| reasons.join("; "))
+    }
+
+    /// The name of the table, source or view read under `node` (the first, for a join).
+    fn first_input_name(&self, node: &StreamNode) -> &str {
+        node.walk()
+            .into_iter()
+            .find_map(|n| match &n.kind {
+                NodeKind::Input { input, .. } => Some(self.inputs[*input].source.name.as_str()),
+                _ => None,
+            })
+            .unwrap_or("?")
+    }
+}
+
+impl fmt::Display for StreamPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for line in crate::explain::explain(self, "view") {
+            writeln!(f, "{line}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What is known about a subtree while it is being planned.
+struct Planned {
+    node: StreamNode,
+    /// The window a window TVF assigned below, if no aggregate has consumed it yet: its spec,
+    /// and the clock bounding its time column when that has a watermark.
+    window: Option<(WindowSpec, Option<WatermarkColumn>)>,
+    /// Between a SESSION window and its aggregate, WHERE does not drop rows: every row shapes
+    /// the sessions (SQL applies WHERE to the window function's output), so the predicate
+    /// becomes a last boolean column, at this index, telling the aggregate which rows count.
+    session_keep: Option<usize>,
+    /// The table, source or view the window reads (for error messages).
+    source_name: String,
+}
+
+impl Planned {
+    fn any_node(&self, test: impl Fn(&StreamNode) -> bool) -> bool {
+        self.node.walk().into_iter().any(test)
+    }
+}
+
+/// The name of the column that carries a session's row filter.
+const SESSION_KEEP: &str = "_session_keep";
+
+/// The state threaded through planning one view.
+struct Planner<'a> {
+    catalog: &'a dyn StreamCatalog,
+    props: ExecutionProps,
+    emit_on_window_close: bool,
+    inputs: Vec<StreamInput>,
+    next_clock: usize,
+}
+
+/// Plans a materialized view's (optimized) query as a stream plan.
+pub fn plan_stream(
+    plan: &LogicalPlan,
+    catalog: &dyn StreamCatalog,
+    emit_on_window_close: bool,
+) -> Result<StreamPlan> {
+    let mut planner = Planner {
+        catalog,
+        props: ExecutionProps::new(),
+        emit_on_window_close,
+        inputs: Vec::new(),
+        next_clock: 0,
+    };
+    let planned = planner.plan_node(plan)?;
+    if planned.window.is_some_and(|(spec, _)| spec.is_session()) {
+        return Err(PlanError::Invalid(
+            "a SESSION window in a materialized view needs a GROUP BY (sessions are aggregated)"
+                .into(),
+        ));
+    }
+    if emit_on_window_close
+        && !planned.any_node(|n| matches!(&n.kind, NodeKind::Aggregate(a) if a.window.is_some()))
+    {
+        return Err(PlanError::Invalid(
+            "EMIT ON WINDOW CLOSE needs a GROUP BY on window_start or window_end of a TUMBLE, HOP, CUMULATE or SESSION window".into(),
+        ));
+    }
+    let root = planned.node;
+    Ok(StreamPlan {
+        schema: Arc::new(plan.schema().as_arrow().clone()),
+        key_fields: root.key_fields.clone(),
+        append_only: root.append_only,
+        emit_on_window_close,
+        watermarks: root.watermarks.clone(),
+        inputs: planner.inputs,
+        root,
+    })
+}
+
+impl Planner<'_> {
+    fn physical(&self, expr: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
+        Ok(create_physical_expr(
+            expr,
+            schema,
+            &self.props,
+            &PhysicalPlanningContext::default(),
+        )?)
+    }
+
+    /// A fresh clock id, for a clock an operator derives.
+    fn new_clock(&mut self) -> usize {
+        self.next_clock += 1;
+        self.next_clock - 1
+    }
+
+    fn plan_node(&mut self, plan: &LogicalPlan) -> Result<Planned> {
+        match plan {
+            LogicalPlan::TableScan(scan) => self.plan_scan(scan),
+            LogicalPlan::SubqueryAlias(alias) => self.plan_node(&alias.input),
+            LogicalPlan::Filter(filter) => self.plan_filter(filter),
+            LogicalPlan::Projection(projection) => self.plan_projection(projection),
+            LogicalPlan::Aggregate(aggregate) => self.plan_aggregate(aggregate),
+            LogicalPlan::Join(join) => self.plan_join(join),
+            other => Err(PlanError::NotSupported(format!(
+                "{} in a materialized view",
+                node_kind(other)
+            ))),
+        }
+    }
+}
+
+/// The watermarked columns left after `exprs` (plain column references keep theirs).
+fn project_watermarks(
+    watermarks: &[WatermarkColumn],
+    exprs: &[Expr],
+    input: &DFSchema,
+) -> Vec<WatermarkColumn> {
+    exprs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| {
+            let Expr::Column(c) = e.clone().unalias() else {
+                return None;
+            };
+            let from = watermark_on(watermarks, input.index_of_column(&c).ok()?)?;
+            Some(WatermarkColumn { column: i, ..from })
+        })
+        .collect()
+}
+
+/// Where the key columns `key` end up after `exprs`, if every one is still there.
+fn project_key_columns(
+    key: &Option<Vec<usize>>,
+    exprs: &[Expr],
+    input: &DFSchema,
+) -> Option<Vec<usize>> {
+    let key = key.as_ref()?;
+    let positions: Vec<Option<usize>> = exprs
+        .iter()
+        .map(|e| match e.clone().unalias() {
+            Expr::Column(c) => input.index_of_column(&c).ok(),
+            _ => None,
+        })
+        .collect();
+    key.iter()
+        .map(|k| positions.iter().position(|p| *p == Some(*k)))
+        .collect()
+}
+
+fn node_kind(plan: &LogicalPlan) -> String {
+    match plan {
+        LogicalPlan::Join(_) => "JOIN".into(),
+        LogicalPlan::Sort(_) => "ORDER BY".into(),
+        LogicalPlan::Limit(_) => "LIMIT".into(),
+        LogicalPlan::Union(_) => "UNION".into(),
+        LogicalPlan::Window(_) => "window functions (OVER)".into(),
+        LogicalPlan::Values(_) | LogicalPlan::EmptyRelation(_) => "a query without a table".into(),
+        other => format!("the {} operator", other.display()),
+    }
+}
+
+/// The data type of a window column (the time column's type).
+pub fn window_type(schema: &SchemaRef, time_column: usize) -> DataType {
+    schema.field(time_column).data_type().clone()
+}
+
+/// A key field as it travels in a stream: always nullable (an outer join pads keys with NULL).
+fn key_field(field: &Field) -> Field {
+    field.clone().with_nullable(true)
+}
