@@ -192,6 +192,25 @@ const STRINGS: &[&str] = &[
     "'\u{1F600}'",
 ];
 
+/// Expressions that used to take the server down, put where a number was.
+const DANGEROUS: &[&str] = &[
+    "CAST(8e18 AS NUMERIC)",
+    "CAST(1e38 AS NUMERIC)",
+    "cardinality(array_repeat(1, 1000000000))",
+    "length(repeat('x', 1000000000))",
+    "length(lpad('x', 2000000000))",
+    "cardinality(range(0, 10000000000))",
+    "(SELECT count(*) FROM generate_series(1, 1000000))",
+    "length(repeat('ab', 100000) || repeat('cd', 100000))",
+    "9223372036854775807 + 1",
+    "-9223372036854775808 / -1",
+    "1 / 0",
+    "CAST('x' AS INT)",
+    "to_timestamp(1e18)",
+    "TIMESTAMP '294277-01-01 00:00:00'",
+    "INTERVAL '99999999 years'",
+];
+
 const INSERTS: &[&str] = &[
     "(",
     ")",
@@ -233,7 +252,23 @@ pub fn mutate(rng: &mut StdRng, sql: &str) -> String {
     let mut extra: Vec<(usize, String)> = Vec::new();
     for _ in 0..rng.random_range(1..4) {
         let at = significant[rng.random_range(0..significant.len())];
-        match rng.random_range(0..8) {
+        match rng.random_range(0..10) {
+            8 => {
+                let numbers: Vec<usize> = significant
+                    .iter()
+                    .copied()
+                    .filter(|&i| matches!(tokens[i], Token::Number(..)))
+                    .collect();
+                if let Some(&i) = numbers.get(rng.random_range(0..numbers.len().max(1))) {
+                    extra.push((i, format!("({})", DANGEROUS[rng.random_range(0..DANGEROUS.len())])));
+                    tokens[i] = Token::Whitespace(sqlparser::tokenizer::Whitespace::Space);
+                }
+            }
+            9 => {
+                // A long chain of operators: within the depth limit, or far over it.
+                let terms = [10, 900, 1_100, 50_000][rng.random_range(0..4)];
+                extra.push((at, format!("1{}", " + 1".repeat(terms))));
+            }
             0 | 1 => {
                 let numbers: Vec<usize> = significant
                     .iter()
