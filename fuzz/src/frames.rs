@@ -37,6 +37,10 @@ const QUERIES: &[&str] = &[
     "SELECT 1; SELECT 2",
 ];
 
+/// Sessions run at once (a failed login is answered late: sequential sessions would mostly
+/// wait).
+const CONCURRENT_SESSIONS: usize = 32;
+
 /// Runs sessions until `frames` messages were sent. `password`: the server's (sessions then
 /// try wrong ones).
 pub async fn run(eddy: &mut EddyProcess, password: Option<&str>, seed: u64, frames: u64) -> Report {
@@ -44,20 +48,28 @@ pub async fn run(eddy: &mut EddyProcess, password: Option<&str>, seed: u64, fram
     let mut report = Report::new(name, seed);
     let mut rng = StdRng::seed_from_u64(seed);
     while report.cases < frames {
-        let case: u64 = rng.random();
-        let script = session(case, password.is_some());
-        report.cases += script.len() as u64;
-        match exchange(eddy, &script).await {
-            Ok(replies) => {
-                for (code, text) in replies {
-                    report.code(&code, &text, || format!("frames case {case}"));
+        let mut sessions = tokio::task::JoinSet::new();
+        for _ in 0..CONCURRENT_SESSIONS {
+            let case: u64 = rng.random();
+            let script = session(case, password.is_some());
+            report.cases += script.len() as u64;
+            let address = eddy.addr();
+            sessions.spawn(async move { (case, exchange(address, &script).await) });
+        }
+        while let Some(done) = sessions.join_next().await {
+            match done {
+                Ok((case, Ok(replies))) => {
+                    for (code, text) in replies {
+                        report.code(&code, &text, || format!("frames case {case}"));
+                    }
                 }
+                Ok((case, Err(error))) => report.fail(format!("frames case {case}: {error}")),
+                Err(error) => report.fail(format!("a session task failed: {error}")),
             }
-            Err(error) => report.fail(format!("frames case {case}: {error}")),
         }
         if !eddy.is_running() {
             report.fail(format!(
-                "the server died on frames case {case}\n{}",
+                "the server died during frames cases from seed {seed}\n{}",
                 eddy.log_tail(20)
             ));
             if eddy.restart().await.is_err() {
@@ -69,15 +81,19 @@ pub async fn run(eddy: &mut EddyProcess, password: Option<&str>, seed: u64, fram
 }
 
 /// Sends a session and returns the (SQLSTATE, message) of each error in the reply.
-async fn exchange(eddy: &EddyProcess, script: &[Vec<u8>]) -> anyhow::Result<Vec<(String, String)>> {
-    let mut connection = RawConnection::connect(eddy.addr()).await?;
+async fn exchange(
+    address: std::net::SocketAddr,
+    script: &[Vec<u8>],
+) -> anyhow::Result<Vec<(String, String)>> {
+    let mut connection = RawConnection::connect(address).await?;
     let bytes: Vec<u8> = script.concat();
     // The server may close early (a FATAL error): a refused write is fine.
     let _ = connection.send(&bytes).await;
     let _ = connection.finish_sending().await;
-    let replies = connection.until_closed(Duration::from_secs(10)).await;
+    // Failed logins are answered late (up to 8 s).
+    let replies = connection.until_closed(Duration::from_secs(30)).await;
     if !connection.closed() {
-        anyhow::bail!("the server neither answered nor closed within 10 s");
+        anyhow::bail!("the server neither answered nor closed within 30 s");
     }
     Ok(replies
         .iter()

@@ -47,7 +47,9 @@ pub async fn run_all(seed: u64, budget: Budget) -> anyhow::Result<Vec<Report>> {
                 .batch_execute(&format!("CREATE TABLE {} (x INT)", frames::CANARY))
                 .await?;
         }
+        let started = std::time::Instant::now();
         let mut report = frames::run(&mut eddy, None, seed, trusted).await;
+        report.elapsed = started.elapsed();
         check_log(&eddy, &mut report);
         reports.push(report);
 
@@ -68,7 +70,9 @@ pub async fn run_all(seed: u64, budget: Budget) -> anyhow::Result<Vec<Report>> {
                 .batch_execute(&format!("CREATE TABLE {} (x INT)", frames::CANARY))
                 .await?;
         }
+        let started = std::time::Instant::now();
         let mut report = frames::run(&mut eddy, Some(password), seed ^ 1, budget.frames / 5).await;
+        report.elapsed = started.elapsed();
         let (client, connection) = owner(&eddy).connect(tokio_postgres::NoTls).await?;
         tokio::spawn(connection);
         let row = client
@@ -86,12 +90,17 @@ pub async fn run_all(seed: u64, budget: Budget) -> anyhow::Result<Vec<Report>> {
     if budget.sql > 0 {
         let corpus = sql::corpus(&slt_dir())?;
         let mut eddy = EddyProcess::start_fresh().await?;
+        let started = std::time::Instant::now();
         let mut report = sql::run(&mut eddy, &corpus, seed, budget.sql).await;
+        report.elapsed = started.elapsed();
         check_log(&eddy, &mut report);
         reports.push(report);
     }
     if budget.payloads > 0 {
-        reports.push(payloads::run(seed, budget.payloads));
+        let started = std::time::Instant::now();
+        let mut report = payloads::run(seed, budget.payloads);
+        report.elapsed = started.elapsed();
+        reports.push(report);
     }
     Ok(reports)
 }

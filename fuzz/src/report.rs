@@ -16,6 +16,8 @@ pub struct Report {
     pub internal: BTreeMap<String, (u64, String)>,
     /// Things that must never happen (a dead server, a panic), each with how to replay it.
     pub failures: Vec<String>,
+    /// How long the run took.
+    pub elapsed: std::time::Duration,
 }
 
 impl Report {
@@ -67,10 +69,11 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{}: {} cases (seed {}), {} failures, {} distinct internal errors",
+            "{}: {} cases (seed {}) in {:.0} s, {} failures, {} distinct internal errors",
             self.name,
             self.cases,
             self.seed,
+            self.elapsed.as_secs_f64(),
             self.failures.len(),
             self.internal.len()
         )?;

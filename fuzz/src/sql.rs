@@ -98,7 +98,7 @@ async fn run_file(
     let mut rng = StdRng::seed_from_u64(seed);
     let (client, _driver) = eddy.connect().await?;
     client
-        .batch_execute("SET statement_timeout = '3s'")
+        .batch_execute("SET statement_timeout = '1s'")
         .await?;
     for (index, sql) in sqls.iter().enumerate() {
         let sql = if rng.random_bool(0.35) {

@@ -281,6 +281,14 @@ fn authentication_failure(error: PgWireError, user: &str) -> ErrorInfo {
             "28P01".into(),
             format!("password authentication failed for user \"{user}\""),
         ),
+        // A message out of place in the exchange (pgwire calls it an internal error).
+        PgWireError::InvalidSASLState | PgWireError::FailedToCoercePasswordMessage => {
+            ErrorInfo::new(
+                "FATAL".into(),
+                "08P01".into(),
+                "unexpected message in the authentication exchange".into(),
+            )
+        }
         other => ErrorInfo::from(other),
     }
 }

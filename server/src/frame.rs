@@ -100,7 +100,8 @@ async fn fill<S: AsyncRead + Unpin>(
     wanted: usize,
 ) -> io::Result<bool> {
     if buffer.len() < wanted {
-        buffer.reserve(wanted - buffer.len());
+        // Room for what is missing, and for a few small messages behind it in one read.
+        buffer.reserve((wanted - buffer.len()).max(8192));
     }
     while buffer.len() < wanted {
         if io.read_buf(buffer).await? == 0 {

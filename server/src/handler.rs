@@ -170,7 +170,10 @@ fn to_response(
                 format,
                 Some(options),
             )?);
-            let rows = crate::result_stream::data_rows(fields.clone(), stream, deadline);
+            let encoded = fields.clone();
+            let rows = crate::result_stream::data_rows(stream, deadline, move |batch| {
+                crate::result_stream::arrow_rows(encoded.clone(), batch)
+            });
             Ok(Response::Query(QueryResponse::new(fields, rows)))
         }
     }

@@ -16,12 +16,16 @@ use pgwire::messages::data::DataRow;
 
 use crate::error::ServerError;
 
-/// The DataRows of a result stream, ending at the first error or at `deadline`.
-pub fn data_rows(
-    fields: Arc<Vec<FieldInfo>>,
+/// The DataRows of a result stream, each batch encoded by `encode` (which stops at a row that
+/// fails), ending at the first error or at `deadline`.
+pub fn data_rows<E>(
     batches: SendableRecordBatchStream,
     deadline: Option<Instant>,
-) -> impl Stream<Item = PgWireResult<DataRow>> + Send + 'static {
+    encode: E,
+) -> impl Stream<Item = PgWireResult<DataRow>> + Send + 'static
+where
+    E: Fn(RecordBatch) -> Vec<PgWireResult<DataRow>> + Send + 'static,
+{
     let batches = futures::stream::unfold(
         (batches, false),
         move |(mut batches, finished)| async move {
@@ -45,16 +49,16 @@ pub fn data_rows(
     );
     batches.flat_map(move |batch| {
         let rows = match batch {
-            Ok(batch) => encode(fields.clone(), batch),
+            Ok(batch) => encode(batch),
             Err(error) => vec![Err(query_error(error).into_pgwire())],
         };
         futures::stream::iter(rows)
     })
 }
 
-/// One batch's rows, up to and including the first that fails to encode (arrow-pg repeats a
-/// failing row forever: its iterator does not move past it).
-fn encode(fields: Arc<Vec<FieldInfo>>, batch: RecordBatch) -> Vec<PgWireResult<DataRow>> {
+/// One batch's rows as arrow-pg encodes them, up to and including the first that fails
+/// (arrow-pg's iterator repeats a failing row forever: it does not move past it).
+pub fn arrow_rows(fields: Arc<Vec<FieldInfo>>, batch: RecordBatch) -> Vec<PgWireResult<DataRow>> {
     let mut rows = Vec::with_capacity(batch.num_rows());
     for row in encode_recordbatch(fields, batch) {
         let failed = row.is_err();
