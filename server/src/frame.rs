@@ -15,9 +15,6 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 pub const MAX_STARTUP_LENGTH: usize = 10_000;
 /// The longest message accepted while authenticating (passwords and SASL exchanges are small).
 pub const MAX_AUTHENTICATION_LENGTH: usize = 10_000;
-/// A read buffer emptied with more capacity than this is given back (idle connections do not
-/// keep the memory of their largest message).
-const KEPT_BUFFER_CAPACITY: usize = 64 * 1024;
 
 /// What reading the next message produced.
 #[derive(Debug)]
@@ -86,9 +83,11 @@ pub async fn read_frame<S: AsyncRead + Unpin>(
     Ok(Frame::Message(buffer.split_to(total)))
 }
 
-/// Gives back a large buffer's memory once it holds nothing.
+/// Lets go of the buffer's memory once it holds nothing: after a message was cut out of it,
+/// an empty buffer still shares (and keeps alive) the whole allocation that message was read
+/// into, however large.
 pub fn release_idle_buffer(buffer: &mut BytesMut) {
-    if buffer.is_empty() && buffer.capacity() > KEPT_BUFFER_CAPACITY {
+    if buffer.is_empty() {
         *buffer = BytesMut::new();
     }
 }
