@@ -49,7 +49,9 @@ pub async fn run(eddy: &mut EddyProcess, password: Option<&str>, seed: u64, fram
     let mut rng = StdRng::seed_from_u64(seed);
     while report.cases < frames {
         let mut sessions = tokio::task::JoinSet::new();
-        for _ in 0..CONCURRENT_SESSIONS {
+        // Failed logins wait (up to 8 s each): many more of them at once.
+        let at_once = if password.is_some() { CONCURRENT_SESSIONS * 8 } else { CONCURRENT_SESSIONS };
+        for _ in 0..at_once {
             let case: u64 = rng.random();
             let script = session(case, password.is_some());
             report.cases += script.len() as u64;

@@ -10,6 +10,7 @@
 //! - [`handler`]: pgwire handlers (simple and extended query protocol).
 //! - [`portal_execute`]: Execute with no row limit, streamed.
 //! - [`rewrite`]: client SQL DataFusion cannot plan as written, made plannable.
+//! - [`values_subqueries`]: VALUES holding scalar subqueries, as SELECTs DataFusion runs.
 //! - [`session`]: a connection's settings (SET, SHOW, RESET).
 //! - [`copy`]: `COPY ... TO STDOUT`.
 //! - [`pg_catalog`], [`pg_keys`], [`pg_functions`], [`pg_text_functions`] and
@@ -49,4 +50,5 @@ pub mod rewrite;
 pub mod session;
 pub mod sources;
 pub mod system_tables;
+pub mod values_subqueries;
 pub mod views;
