@@ -329,9 +329,11 @@ impl TableRuntime {
         };
         // The statement's largest event time, as if it had arrived last: never late, so this
         // only moves the watermark.
-        self.progress
-            .watermark
-            .observe(split, &datafusion::arrow::array::Int64Array::from(vec![latest]), delay);
+        self.progress.watermark.observe(
+            split,
+            &datafusion::arrow::array::Int64Array::from(vec![latest]),
+            delay,
+        );
         let after = self.progress.watermark.current();
         let watermark = (after != started)
             .then_some(after)

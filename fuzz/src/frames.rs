@@ -44,13 +44,21 @@ const CONCURRENT_SESSIONS: usize = 32;
 /// Runs sessions until `frames` messages were sent. `password`: the server's (sessions then
 /// try wrong ones).
 pub async fn run(eddy: &mut EddyProcess, password: Option<&str>, seed: u64, frames: u64) -> Report {
-    let name = if password.is_some() { "frames (password)" } else { "frames" };
+    let name = if password.is_some() {
+        "frames (password)"
+    } else {
+        "frames"
+    };
     let mut report = Report::new(name, seed);
     let mut rng = StdRng::seed_from_u64(seed);
     while report.cases < frames {
         let mut sessions = tokio::task::JoinSet::new();
         // Failed logins wait (up to 8 s each): many more of them at once.
-        let at_once = if password.is_some() { CONCURRENT_SESSIONS * 8 } else { CONCURRENT_SESSIONS };
+        let at_once = if password.is_some() {
+            CONCURRENT_SESSIONS * 8
+        } else {
+            CONCURRENT_SESSIONS
+        };
         for _ in 0..at_once {
             let case: u64 = rng.random();
             let script = session(case, password.is_some());
@@ -100,7 +108,12 @@ async fn exchange(
     Ok(replies
         .iter()
         .filter(|m| m.is_error())
-        .map(|m| (m.field(b'C').unwrap_or_default(), m.field(b'M').unwrap_or_default()))
+        .map(|m| {
+            (
+                m.field(b'C').unwrap_or_default(),
+                m.field(b'M').unwrap_or_default(),
+            )
+        })
         .collect())
 }
 
@@ -234,8 +247,8 @@ fn mutate(rng: &mut StdRng, frame: &mut Vec<u8>, typed: bool) {
             set_length(frame, length);
         }
         1 => {
-            let value = [0, 1, 3, 4, 5, 8, 100, 65_536, i32::MAX, -1, i32::MIN]
-                [rng.random_range(0..11)];
+            let value =
+                [0, 1, 3, 4, 5, 8, 100, 65_536, i32::MAX, -1, i32::MIN][rng.random_range(0..11)];
             set_length(frame, value);
         }
         2 => {
@@ -282,5 +295,7 @@ fn cstring(bytes: &[u8]) -> Vec<u8> {
 }
 
 fn random_bytes(rng: &mut StdRng, most: usize) -> Vec<u8> {
-    (0..rng.random_range(0..=most)).map(|_| rng.random()).collect()
+    (0..rng.random_range(0..=most))
+        .map(|_| rng.random())
+        .collect()
 }

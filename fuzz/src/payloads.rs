@@ -119,7 +119,9 @@ pub fn run(seed: u64, payloads: u64) -> Report {
                     .cloned()
                     .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_default();
-                report.fail(format!("payloads case {case}: the decoder panicked: {what}"));
+                report.fail(format!(
+                    "payloads case {case}: the decoder panicked: {what}"
+                ));
             }
         }
     }
@@ -132,8 +134,16 @@ fn fitting(rng: &mut StdRng, data_type: &DataType) -> String {
         DataType::Int32 | DataType::Int64 => rng.random_range(-1000..1000).to_string(),
         DataType::Float64 => format!("{:.3}", rng.random_range(-1e6..1e6)),
         DataType::Boolean => rng.random_bool(0.5).to_string(),
-        DataType::Decimal128(_, _) => format!("{}.{}", rng.random_range(0..1_000_000), rng.random_range(0..100)),
-        DataType::Date32 => format!("\"2024-0{}-1{}\"", rng.random_range(1..10), rng.random_range(0..10)),
+        DataType::Decimal128(_, _) => format!(
+            "{}.{}",
+            rng.random_range(0..1_000_000),
+            rng.random_range(0..100)
+        ),
+        DataType::Date32 => format!(
+            "\"2024-0{}-1{}\"",
+            rng.random_range(1..10),
+            rng.random_range(0..10)
+        ),
         DataType::Timestamp(_, _) => format!(
             "\"2015-07-15T0{}:{}{}:00.{}Z\"",
             rng.random_range(0..10),
@@ -172,7 +182,11 @@ fn message(rng: &mut StdRng, schema: &Schema, encode: &Encode) -> Vec<u8> {
             }
             if rng.random_bool(0.05) {
                 let depth = rng.random_range(100..3000);
-                fields.push(format!("\"deep\": {}{}", "[".repeat(depth), "]".repeat(depth)));
+                fields.push(format!(
+                    "\"deep\": {}{}",
+                    "[".repeat(depth),
+                    "]".repeat(depth)
+                ));
             }
             format!("{{{}}}", fields.join(", ")).into_bytes()
         }

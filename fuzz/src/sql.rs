@@ -97,9 +97,7 @@ async fn run_file(
 ) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(seed);
     let (client, _driver) = eddy.connect().await?;
-    client
-        .batch_execute("SET statement_timeout = '1s'")
-        .await?;
+    client.batch_execute("SET statement_timeout = '1s'").await?;
     for (index, sql) in sqls.iter().enumerate() {
         let sql = if rng.random_bool(0.35) {
             mutate(&mut rng, sql)
@@ -117,7 +115,10 @@ async fn run_file(
             Ok(Ok(_)) => report.code("00000", "", String::new),
             Ok(Err(error)) => match error.as_db_error() {
                 Some(db) => report.code(db.code().code(), db.message(), || {
-                    format!("sql file {file} seed {seed} statement {index}: {}", shorten(&sql))
+                    format!(
+                        "sql file {file} seed {seed} statement {index}: {}",
+                        shorten(&sql)
+                    )
                 }),
                 None if client.is_closed() => {
                     report.fail(format!(
@@ -260,7 +261,10 @@ pub fn mutate(rng: &mut StdRng, sql: &str) -> String {
                     .filter(|&i| matches!(tokens[i], Token::Number(..)))
                     .collect();
                 if let Some(&i) = numbers.get(rng.random_range(0..numbers.len().max(1))) {
-                    extra.push((i, format!("({})", DANGEROUS[rng.random_range(0..DANGEROUS.len())])));
+                    extra.push((
+                        i,
+                        format!("({})", DANGEROUS[rng.random_range(0..DANGEROUS.len())]),
+                    ));
                     tokens[i] = Token::Whitespace(sqlparser::tokenizer::Whitespace::Space);
                 }
             }
@@ -276,7 +280,8 @@ pub fn mutate(rng: &mut StdRng, sql: &str) -> String {
                     .filter(|&i| matches!(tokens[i], Token::Number(..)))
                     .collect();
                 if let Some(&i) = numbers.get(rng.random_range(0..numbers.len().max(1))) {
-                    tokens[i] = Token::Number(NUMBERS[rng.random_range(0..NUMBERS.len())].into(), false);
+                    tokens[i] =
+                        Token::Number(NUMBERS[rng.random_range(0..NUMBERS.len())].into(), false);
                 }
             }
             2 => {
@@ -302,7 +307,10 @@ pub fn mutate(rng: &mut StdRng, sql: &str) -> String {
             4 => tokens[at] = Token::Whitespace(sqlparser::tokenizer::Whitespace::Space),
             5 => {
                 let copy = tokens[at].clone();
-                tokens.insert(at, Token::Whitespace(sqlparser::tokenizer::Whitespace::Space));
+                tokens.insert(
+                    at,
+                    Token::Whitespace(sqlparser::tokenizer::Whitespace::Space),
+                );
                 tokens.insert(at, copy);
             }
             6 => extra.push((at, INSERTS[rng.random_range(0..INSERTS.len())].to_string())),

@@ -180,7 +180,9 @@ mod tests {
     use datafusion::sql::sqlparser::tokenizer::Tokenizer;
 
     fn depth(sql: &str) -> usize {
-        let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().unwrap();
+        let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+            .tokenize()
+            .unwrap();
         expression_depth(&tokens)
     }
 

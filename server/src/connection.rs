@@ -124,8 +124,12 @@ pub async fn serve<H: PgWireServerHandlers>(
             Ok(Frame::Closed) => return Ok(()),
             Ok(Frame::TooLong { kind, length }) => {
                 if authenticating {
-                    return fatal(&mut socket, "08P01", format!("invalid message length {length}"))
-                        .await;
+                    return fatal(
+                        &mut socket,
+                        "08P01",
+                        format!("invalid message length {length}"),
+                    )
+                    .await;
                 }
                 let info = too_long(kind, length, options.max_statement_length);
                 report(&mut socket, info, is_extended_kind(kind)).await?;
@@ -216,7 +220,8 @@ pub async fn serve<H: PgWireServerHandlers>(
                 report(&mut socket, info, extended_protocol).await?;
             }
         }
-        if socket.write_buffer().is_empty() && socket.write_buffer().capacity() > KEPT_WRITE_CAPACITY
+        if socket.write_buffer().is_empty()
+            && socket.write_buffer().capacity() > KEPT_WRITE_CAPACITY
         {
             *socket.write_buffer_mut() = BytesMut::new();
         }

@@ -314,7 +314,10 @@ mod tests {
     fn truncated_and_padded_messages_are_refused() {
         // Five format codes announced, none present.
         let bind = message(b'B', b"\0\0\x00\x05");
-        assert_eq!(check_layout(&bind, PasswordLayout::Opaque), Err(SHORT.into()));
+        assert_eq!(
+            check_layout(&bind, PasswordLayout::Opaque),
+            Err(SHORT.into())
+        );
         let parse = message(b'P', b"\0SELECT 1");
         assert!(check_layout(&parse, PasswordLayout::Opaque).is_err());
         let describe = message(b'D', b"");
@@ -359,13 +362,27 @@ mod tests {
         input.extend(message(b'S', b""));
         let mut reader: &[u8] = &input;
         let mut buffer = BytesMut::new();
-        let first = read_frame(&mut reader, &mut buffer, true, 50).await.unwrap();
+        let first = read_frame(&mut reader, &mut buffer, true, 50)
+            .await
+            .unwrap();
         assert!(matches!(first, Frame::Message(f) if f.len() == 14));
-        let second = read_frame(&mut reader, &mut buffer, true, 50).await.unwrap();
-        assert!(matches!(second, Frame::TooLong { kind: b'Q', length: 104 }));
-        let third = read_frame(&mut reader, &mut buffer, true, 50).await.unwrap();
+        let second = read_frame(&mut reader, &mut buffer, true, 50)
+            .await
+            .unwrap();
+        assert!(matches!(
+            second,
+            Frame::TooLong {
+                kind: b'Q',
+                length: 104
+            }
+        ));
+        let third = read_frame(&mut reader, &mut buffer, true, 50)
+            .await
+            .unwrap();
         assert!(matches!(third, Frame::Message(f) if f.as_ref() == b"S\0\0\0\x04"));
-        let end = read_frame(&mut reader, &mut buffer, true, 50).await.unwrap();
+        let end = read_frame(&mut reader, &mut buffer, true, 50)
+            .await
+            .unwrap();
         assert!(matches!(end, Frame::Closed));
         let mut short: &[u8] = b"Q\0\0\0\x02";
         let error = read_frame(&mut short, &mut BytesMut::new(), true, 50).await;

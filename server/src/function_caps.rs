@@ -22,8 +22,8 @@ use datafusion::error::DataFusionError;
 use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
+use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     BinaryExpr, ColumnarValue, Documentation, Expr, ExprSchemable, LogicalPlan, Operator,
     ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
@@ -306,7 +306,10 @@ struct CheckedStringConcat {
 impl AnalyzerRule for CheckedStringConcat {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
         let function = Arc::new(ScalarUDF::new_from_impl(ConcatOperator {
-            signature: Signature::exact(vec![DataType::Utf8, DataType::Utf8], Volatility::Immutable),
+            signature: Signature::exact(
+                vec![DataType::Utf8, DataType::Utf8],
+                Volatility::Immutable,
+            ),
             limit: self.limit.clone(),
         }));
         plan.transform_up_with_subqueries(|plan| {
@@ -352,10 +355,12 @@ impl TreeNodeRewriter for ConcatRewriter<'_> {
         if !is_utf8(left) || !is_utf8(right) {
             return Ok(Transformed::no(expr));
         }
-        Ok(Transformed::yes(Expr::ScalarFunction(ScalarFunction::new_udf(
-            self.function.clone(),
-            vec![left.as_ref().clone(), right.as_ref().clone()],
-        ))))
+        Ok(Transformed::yes(Expr::ScalarFunction(
+            ScalarFunction::new_udf(
+                self.function.clone(),
+                vec![left.as_ref().clone(), right.as_ref().clone()],
+            ),
+        )))
     }
 }
 
@@ -417,9 +422,12 @@ impl ScalarUDFImpl for ConcatOperator {
             .iter()
             .map(|a| a.to_array(rows))
             .collect::<Result<_>>()?;
-        let joined = concat_elements_utf8(arrays[0].as_string::<i32>(), arrays[1].as_string::<i32>())?;
+        let joined =
+            concat_elements_utf8(arrays[0].as_string::<i32>(), arrays[1].as_string::<i32>())?;
         if all_scalar {
-            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&joined, 0)?))
+            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(
+                &joined, 0,
+            )?))
         } else {
             Ok(ColumnarValue::Array(Arc::new(joined)))
         }

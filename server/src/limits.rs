@@ -21,7 +21,11 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
         "k" | "kb" | "kib" => 10,
         "m" | "mb" | "mib" => 20,
         "g" | "gb" | "gib" => 30,
-        other => return Err(format!("unknown size unit \"{other}\" (use KiB, MiB or GiB)")),
+        other => {
+            return Err(format!(
+                "unknown size unit \"{other}\" (use KiB, MiB or GiB)"
+            ))
+        }
     };
     number
         .checked_mul(1 << shift)

@@ -58,7 +58,9 @@ where
         }
         Response::EmptyQuery => {
             client
-                .feed(PgWireBackendMessage::EmptyQueryResponse(EmptyQueryResponse::new()))
+                .feed(PgWireBackendMessage::EmptyQueryResponse(
+                    EmptyQueryResponse::new(),
+                ))
                 .await?;
         }
         Response::Execution(tag) => send_execution_response(client, tag).await?,

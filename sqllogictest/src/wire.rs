@@ -182,8 +182,9 @@ impl RawConnection {
     pub async fn until_ready(&mut self, timeout: Duration) -> Vec<BackendMessage> {
         let deadline = Instant::now() + timeout;
         let mut messages = Vec::new();
-        while let Some(message) =
-            self.next(deadline.saturating_duration_since(Instant::now())).await
+        while let Some(message) = self
+            .next(deadline.saturating_duration_since(Instant::now()))
+            .await
         {
             let ready = message.kind == b'Z';
             messages.push(message);
@@ -198,8 +199,9 @@ impl RawConnection {
     pub async fn until_closed(&mut self, timeout: Duration) -> Vec<BackendMessage> {
         let deadline = Instant::now() + timeout;
         let mut messages = Vec::new();
-        while let Some(message) =
-            self.next(deadline.saturating_duration_since(Instant::now())).await
+        while let Some(message) = self
+            .next(deadline.saturating_duration_since(Instant::now()))
+            .await
         {
             messages.push(message);
         }

@@ -73,7 +73,11 @@ fn assert_fatal_only(replies: &[BackendMessage], code: &str, what: &str) {
         .find(|m| m.is_error())
         .unwrap_or_else(|| panic!("{what}: no error in {replies:?}"));
     assert_eq!(fatal.field(b'S').as_deref(), Some("FATAL"), "{what}");
-    assert_eq!(fatal.field(b'C').as_deref(), Some(code), "{what}: {fatal:?}");
+    assert_eq!(
+        fatal.field(b'C').as_deref(),
+        Some(code),
+        "{what}: {fatal:?}"
+    );
     for forbidden in [b'Z', b'C', b'T', b'D', b'1', b'2'] {
         assert!(
             !replies.iter().any(|m| m.kind == forbidden),
@@ -205,7 +209,10 @@ async fn nothing_runs_after_a_fatal_error_once_logged_in() {
             connection.send(&hello).await.unwrap();
             let ready = connection.until_ready(WAIT).await;
             assert_eq!(ready.last().map(|m| m.kind), Some(b'Z'), "{ready:?}");
-            connection.send(&[bad.clone(), attack].concat()).await.unwrap();
+            connection
+                .send(&[bad.clone(), attack].concat())
+                .await
+                .unwrap();
             let replies = connection.until_closed(WAIT).await;
             let what = format!("{what}, then the {protocol} protocol");
             assert!(connection.closed(), "{what}: still open");
@@ -228,7 +235,9 @@ async fn cleartext_bytes_around_tls_negotiation_are_not_taken_as_encrypted() {
     let dir = tempfile::tempdir().unwrap();
     let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
     let made = std::process::Command::new(openssl)
-        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"])
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
         .args(["-subj", "/CN=localhost", "-keyout"])
         .arg(&key)
         .arg("-out")
@@ -247,7 +256,10 @@ async fn cleartext_bytes_around_tls_negotiation_are_not_taken_as_encrypted() {
     .await
     .unwrap();
     let (client, _driver) = eddy.connect().await.unwrap();
-    client.batch_execute("CREATE TABLE secret (x INT)").await.unwrap();
+    client
+        .batch_execute("CREATE TABLE secret (x INT)")
+        .await
+        .unwrap();
     let hello = startup(&[("user", "eddy"), ("database", "dev")]);
     // SSLRequest with a startup and a query pipelined in the clear behind it: the server
     // agrees to TLS, and the clear bytes then fail the handshake; nothing runs.
@@ -324,7 +336,11 @@ async fn failed_logins_look_alike_and_slow_down() {
     let (client, connection) = config.connect(NoTls).await.expect("log in");
     tokio::spawn(connection);
     assert_eq!(
-        client.query_one("SELECT 1::BIGINT", &[]).await.unwrap().get::<_, i64>(0),
+        client
+            .query_one("SELECT 1::BIGINT", &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0),
         1
     );
 }
@@ -346,7 +362,11 @@ async fn connections_beyond_the_limit_are_refused_with_53300() {
         .await
         .err()
         .expect("a fourth connection is refused");
-    assert_eq!(refused.code(), Some(&SqlState::TOO_MANY_CONNECTIONS), "{refused:?}");
+    assert_eq!(
+        refused.code(),
+        Some(&SqlState::TOO_MANY_CONNECTIONS),
+        "{refused:?}"
+    );
     // The connected clients keep working.
     for (client, _) in &clients {
         let row = client.query_one("SELECT 6 * 7", &[]).await.unwrap();

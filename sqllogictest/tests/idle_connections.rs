@@ -22,7 +22,9 @@ async fn idle_connections_give_their_buffers_back() {
     // A statement of 1 MiB that fails fast (a syntax error at its end).
     let big = format!("SELECT 1 {} +", " ".repeat(1 << 20));
     let mut warm = RawConnection::connect(eddy.addr()).await.unwrap();
-    warm.send(&[hello.clone(), query(&big)].concat()).await.unwrap();
+    warm.send(&[hello.clone(), query(&big)].concat())
+        .await
+        .unwrap();
     warm.until_ready(Duration::from_secs(30)).await;
     warm.until_ready(Duration::from_secs(30)).await;
     tokio::time::sleep(Duration::from_secs(1)).await;

@@ -27,7 +27,10 @@ async fn a_broker_outage_makes_no_row_late() {
     let mut broker = KafkaBroker::start_own().await.expect("a private broker");
     let topic = unique_topic("outage_idle");
     broker.create_topic(&topic, 2).await.unwrap();
-    broker.produce_batch(&topic, &in_order(0, 1000)).await.unwrap();
+    broker
+        .produce_batch(&topic, &in_order(0, 1000))
+        .await
+        .unwrap();
     let eddy = EddyProcess::start_fresh().await.unwrap();
     let (client, _driver) = eddy.connect().await.unwrap();
     client
@@ -55,7 +58,10 @@ async fn a_broker_outage_makes_no_row_late() {
     broker.start().await.unwrap();
     // The reader reconnects and fetches the ends (nothing new yet), then the rows come.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    broker.produce_batch(&topic, &in_order(1000, 2000)).await.unwrap();
+    broker
+        .produce_batch(&topic, &in_order(1000, 2000))
+        .await
+        .unwrap();
     client.batch_execute("FLUSH").await.unwrap();
 
     let row = client
@@ -66,7 +72,11 @@ async fn a_broker_outage_makes_no_row_late() {
         .await
         .unwrap();
     let (rows_in, rows_late): (i64, i64) = (row.get(0), row.get(1));
-    assert_eq!((rows_in, rows_late), (2000, 0), "rows late after the outage");
+    assert_eq!(
+        (rows_in, rows_late),
+        (2000, 0),
+        "rows late after the outage"
+    );
     let n: i64 = client
         .query_one("SELECT n FROM counted", &[])
         .await

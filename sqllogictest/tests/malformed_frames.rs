@@ -29,10 +29,12 @@ fn kinds(messages: &[BackendMessage]) -> String {
 }
 
 fn error_code(messages: &[BackendMessage]) -> Option<(String, String)> {
-    messages
-        .iter()
-        .find(|m| m.is_error())
-        .map(|m| (m.field(b'S').unwrap_or_default(), m.field(b'C').unwrap_or_default()))
+    messages.iter().find(|m| m.is_error()).map(|m| {
+        (
+            m.field(b'S').unwrap_or_default(),
+            m.field(b'C').unwrap_or_default(),
+        )
+    })
 }
 
 /// The connection still answers a query.
@@ -55,7 +57,11 @@ async fn truncated_messages_are_protocol_errors() {
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         (
             "a Bind announcing five format codes and holding none",
-            [parse("SELECT 1"), message(b'B', &[b"\0\0".to_vec(), count(5)].concat())].concat(),
+            [
+                parse("SELECT 1"),
+                message(b'B', &[b"\0\0".to_vec(), count(5)].concat()),
+            ]
+            .concat(),
             "1EZ",
         ),
         (
@@ -88,10 +94,22 @@ async fn truncated_messages_are_protocol_errors() {
             "EZ",
         ),
         ("an empty Describe", message(b'D', b""), "EZ"),
-        ("a Describe of neither statement nor portal", message(b'D', b"X\0"), "EZ"),
-        ("an Execute without its row limit", message(b'E', b"\0\0\0"), "EZ"),
+        (
+            "a Describe of neither statement nor portal",
+            message(b'D', b"X\0"),
+            "EZ",
+        ),
+        (
+            "an Execute without its row limit",
+            message(b'E', b"\0\0\0"),
+            "EZ",
+        ),
     ];
-    let simple = ("a Query with bytes after its text", message(b'Q', b"SELECT 1\0junk"), "EZ");
+    let simple = (
+        "a Query with bytes after its text",
+        message(b'Q', b"SELECT 1\0junk"),
+        "EZ",
+    );
     // Extended-protocol messages are followed by the Sync that ends the error; the Query not.
     let cases = cases
         .into_iter()
@@ -118,7 +136,15 @@ async fn a_negative_row_limit_means_all_rows_as_in_postgres() {
     let eddy = EddyProcess::start_fresh().await.unwrap();
     let mut connection = logged_in(&eddy).await;
     connection
-        .send(&[parse("SELECT 1 UNION ALL SELECT 2"), bind(), execute(-5), sync()].concat())
+        .send(
+            &[
+                parse("SELECT 1 UNION ALL SELECT 2"),
+                bind(),
+                execute(-5),
+                sync(),
+            ]
+            .concat(),
+        )
         .await
         .unwrap();
     let replies = connection.until_ready(WAIT).await;
@@ -154,10 +180,16 @@ async fn oversized_and_overnested_statements_get_54001() {
         );
         still_usable(&mut connection).await;
         // The extended protocol refuses it the same way.
-        connection.send(&[parse(sql), sync()].concat()).await.unwrap();
+        connection
+            .send(&[parse(sql), sync()].concat())
+            .await
+            .unwrap();
         let replies = connection.until_ready(WAIT).await;
         assert_eq!(kinds(&replies), "EZ", "{what} (Parse): {replies:?}");
-        assert_eq!(error_code(&replies).map(|(_, code)| code).as_deref(), Some("54001"));
+        assert_eq!(
+            error_code(&replies).map(|(_, code)| code).as_deref(),
+            Some("54001")
+        );
         still_usable(&mut connection).await;
     }
     assert!(eddy.is_running());

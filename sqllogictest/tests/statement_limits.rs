@@ -22,7 +22,10 @@ async fn code_of(client: &tokio_postgres::Client, sql: &str) -> Option<String> {
 }
 
 async fn still_answers(client: &tokio_postgres::Client) {
-    let row = client.query_one("SELECT 41::BIGINT + 1", &[]).await.unwrap();
+    let row = client
+        .query_one("SELECT 41::BIGINT + 1", &[])
+        .await
+        .unwrap();
     assert_eq!(row.get::<_, i64>(0), 42);
 }
 
@@ -91,7 +94,10 @@ async fn a_query_over_its_memory_gets_53200() {
         .unwrap();
     let insert = "INSERT INTO t SELECT value FROM generate_series(1, 20000000)";
     assert_eq!(code_of(&client, insert).await.as_deref(), Some("53200"));
-    let rows = client.query_one("SELECT count(*) FROM t", &[]).await.unwrap();
+    let rows = client
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .unwrap();
     assert_eq!(rows.get::<_, i64>(0), 0);
     // A sort spills instead.
     let sorted = client
@@ -119,7 +125,11 @@ async fn statements_too_long_or_too_deep_get_54001() {
         ("64 MiB of 1+1+...", sixty_four_mib),
     ] {
         let error = client.simple_query(&sql).await.err().expect(what);
-        assert_eq!(error.code(), Some(&SqlState::STATEMENT_TOO_COMPLEX), "{what}: {error}");
+        assert_eq!(
+            error.code(),
+            Some(&SqlState::STATEMENT_TOO_COMPLEX),
+            "{what}: {error}"
+        );
         still_answers(&client).await;
     }
     // Deep but within the limit still works, in a query and in a view.
@@ -142,8 +152,14 @@ async fn statements_too_long_or_too_deep_get_54001() {
     assert_eq!(row.get::<_, i64>(0), 900);
     eddy.restart().await.unwrap();
     let (client, _driver) = eddy.connect().await.unwrap();
-    client.batch_execute("INSERT INTO n VALUES (2); FLUSH").await.unwrap();
-    let rows = client.query("SELECT y FROM deep ORDER BY y", &[]).await.unwrap();
+    client
+        .batch_execute("INSERT INTO n VALUES (2); FLUSH")
+        .await
+        .unwrap();
+    let rows = client
+        .query("SELECT y FROM deep ORDER BY y", &[])
+        .await
+        .unwrap();
     let values: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
     assert_eq!(values, [900, 1800]);
     assert_no_panic(&eddy);
@@ -156,11 +172,17 @@ async fn a_numeric_the_wire_cannot_carry_is_an_error_not_a_crash() {
     // Either the value or 22003: never a server that allocates until it dies.
     let outcome = client.simple_query("SELECT CAST(8e18 AS NUMERIC)").await;
     if let Err(error) = &outcome {
-        assert_eq!(error.code(), Some(&SqlState::NUMERIC_VALUE_OUT_OF_RANGE), "{error}");
+        assert_eq!(
+            error.code(),
+            Some(&SqlState::NUMERIC_VALUE_OUT_OF_RANGE),
+            "{error}"
+        );
     }
     still_answers(&client).await;
     client
-        .batch_execute("CREATE TABLE big (x NUMERIC); INSERT INTO big VALUES (CAST(8e18 AS NUMERIC))")
+        .batch_execute(
+            "CREATE TABLE big (x NUMERIC); INSERT INTO big VALUES (CAST(8e18 AS NUMERIC))",
+        )
         .await
         .unwrap();
     // Stored, then read after a restart: the same answer, and the server lives on.
@@ -168,10 +190,17 @@ async fn a_numeric_the_wire_cannot_carry_is_an_error_not_a_crash() {
     let (client, _driver) = eddy.connect().await.unwrap();
     let outcome = client.simple_query("SELECT x FROM big").await;
     if let Err(error) = &outcome {
-        assert_eq!(error.code(), Some(&SqlState::NUMERIC_VALUE_OUT_OF_RANGE), "{error}");
+        assert_eq!(
+            error.code(),
+            Some(&SqlState::NUMERIC_VALUE_OUT_OF_RANGE),
+            "{error}"
+        );
     }
     still_answers(&client).await;
-    let count = client.query_one("SELECT count(*) FROM big", &[]).await.unwrap();
+    let count = client
+        .query_one("SELECT count(*) FROM big", &[])
+        .await
+        .unwrap();
     assert_eq!(count.get::<_, i64>(0), 1);
     assert!(eddy.is_running());
     assert_no_panic(&eddy);
@@ -196,10 +225,7 @@ async fn a_large_result_streams_to_the_client() {
     let before = peak_rss_kib(&eddy);
     // 4 million rows of about 60 bytes: ~250 MB as Postgres text, more as encoded rows.
     let sql = "SELECT value, repeat('x', 50) AS pad FROM generate_series(1, 4000000)";
-    let rows = client
-        .query_raw(sql, Vec::<i64>::new())
-        .await
-        .unwrap();
+    let rows = client.query_raw(sql, Vec::<i64>::new()).await.unwrap();
     let mut rows = std::pin::pin!(rows);
     let mut count = 0u64;
     while let Some(row) = rows.next().await {

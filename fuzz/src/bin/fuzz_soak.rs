@@ -8,7 +8,10 @@ use clap::Parser;
 use eddy_fuzz::{run_all, Budget};
 
 #[derive(Debug, Parser)]
-#[command(name = "fuzz-soak", about = "Fuzz eddy: protocol frames, mutated SQL, malformed payloads")]
+#[command(
+    name = "fuzz-soak",
+    about = "Fuzz eddy: protocol frames, mutated SQL, malformed payloads"
+)]
 struct Args {
     /// Protocol messages to send.
     #[arg(long, default_value_t = 100_000)]
