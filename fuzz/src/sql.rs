@@ -78,7 +78,7 @@ pub async fn run(
         }
         // A data directory of objects left over by mutated DROPs grows: start afresh now
         // and then.
-        if files_run % 200 == 0 {
+        if files_run.is_multiple_of(200) {
             let _ = eddy.restart().await;
             if let Ok((client, _driver)) = eddy.connect().await {
                 drop_everything(&client).await;

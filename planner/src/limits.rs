@@ -68,11 +68,11 @@ pub fn expression_depth(tokens: &[Token]) -> usize {
     for token in tokens {
         match token {
             Token::LParen | Token::LBracket | Token::LBrace => chains.push(0),
-            Token::RParen | Token::RBracket | Token::RBrace => {
-                if chains.len() > 1 {
-                    chains.pop();
-                }
+            Token::RParen | Token::RBracket | Token::RBrace if chains.len() > 1 => {
+                chains.pop();
             }
+            // A closing bracket without its opening one: the parser will refuse it.
+            Token::RParen | Token::RBracket | Token::RBrace => {}
             Token::Comma | Token::SemiColon => {
                 if let Some(chain) = chains.last_mut() {
                     *chain = 0;

@@ -358,7 +358,7 @@ mod tests {
     #[tokio::test]
     async fn frames_are_cut_by_length_and_long_ones_skipped() {
         let mut input = message(b'Q', b"SELECT 1\0");
-        input.extend(message(b'Q', &vec![b'x'; 100]));
+        input.extend(message(b'Q', &[b'x'; 100]));
         input.extend(message(b'S', b""));
         let mut reader: &[u8] = &input;
         let mut buffer = BytesMut::new();

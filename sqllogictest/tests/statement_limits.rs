@@ -124,7 +124,7 @@ async fn statements_too_long_or_too_deep_get_54001() {
         ("100,000 nested parentheses", nested),
         ("64 MiB of 1+1+...", sixty_four_mib),
     ] {
-        let error = client.simple_query(&sql).await.err().expect(what);
+        let error = client.simple_query(&sql).await.expect_err(what);
         assert_eq!(
             error.code(),
             Some(&SqlState::STATEMENT_TOO_COMPLEX),
