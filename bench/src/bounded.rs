@@ -1,9 +1,11 @@
 //! `bounded`: bounded state, measured. Streams a span of event time (default one hour) of
-//! Nexmark bids from the built-in generator through a 1-second TUMBLE view and a 10-second
-//! SESSION view per bidder, and prints, every second, how far event time has got, each view's
-//! state rows and open windows, its output rows, the data directory's size and eddy's RSS.
-//! State and RSS must stay flat while event time advances; the data directory grows only by
-//! the rows the views output.
+//! Nexmark bids and auctions from the built-in generator through a 1-second TUMBLE view, a
+//! 10-second SESSION view per bidder, an interval join of bids with their auctions (bids in the
+//! first 10 seconds of an auction) and a window join (bids and auctions of the same 10-second
+//! window), and prints, every second, how far event time has got, each view's state rows and
+//! open windows, its output rows, the data directory's size and eddy's RSS. State and RSS must
+//! stay flat while event time advances; the data directory grows only by the rows the views
+//! output.
 
 use std::time::{Duration, Instant};
 
@@ -31,7 +33,7 @@ pub struct BoundedArgs {
     eddy: EddyArgs,
 }
 
-const VIEWS: [(&str, &str); 2] = [
+const VIEWS: [(&str, &str); 4] = [
     (
         "per_second",
         "CREATE MATERIALIZED VIEW per_second AS
@@ -46,6 +48,23 @@ const VIEWS: [(&str, &str); 2] = [
          FROM SESSION(bid, date_time, INTERVAL '10' SECOND)
          GROUP BY bidder, window_start, window_end",
     ),
+    (
+        "early_bids",
+        "CREATE MATERIALIZED VIEW early_bids AS
+         SELECT a.category, count(*) AS bids
+         FROM bid b JOIN auction a ON b.auction = a.id
+          AND b.date_time BETWEEN a.date_time AND a.date_time + INTERVAL '10' SECOND
+         GROUP BY a.category",
+    ),
+    (
+        "window_bids",
+        "CREATE MATERIALIZED VIEW window_bids AS
+         SELECT a.window_start, count(*) AS bids
+         FROM TUMBLE(bid, date_time, INTERVAL '10' SECOND) b
+         JOIN TUMBLE(auction, date_time, INTERVAL '10' SECOND) a
+           ON b.auction = a.id AND b.window_start = a.window_start AND b.window_end = a.window_end
+         GROUP BY a.window_start EMIT ON WINDOW CLOSE",
+    ),
 ];
 
 pub async fn run(args: BoundedArgs) -> Result<()> {
@@ -57,8 +76,12 @@ pub async fn run(args: BoundedArgs) -> Result<()> {
             "CREATE SOURCE bid (auction BIGINT, bidder BIGINT, price BIGINT, date_time TIMESTAMP,
                WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND)
              WITH (connector = 'nexmark', nexmark.table.type = 'bid', nexmark.seed = '1',
-                   nexmark.max.events = '{events}', nexmark.inter.event.micros = '{}')",
-            args.inter_event_micros
+                   nexmark.max.events = '{events}', nexmark.inter.event.micros = '{micros}');
+             CREATE SOURCE auction (id BIGINT, seller BIGINT, category BIGINT, date_time TIMESTAMP,
+               expires TIMESTAMP, WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND)
+             WITH (connector = 'nexmark', nexmark.table.type = 'auction', nexmark.seed = '1',
+                   nexmark.max.events = '{events}', nexmark.inter.event.micros = '{micros}')",
+            micros = args.inter_event_micros
         ))
         .await?;
     for (_, sql) in VIEWS {
@@ -68,19 +91,11 @@ pub async fn run(args: BoundedArgs) -> Result<()> {
         "{} min of event time, {events} events; one line per {:.1} s of wall time",
         args.minutes, args.every
     );
-    println!(
-        "{:>6} {:>10} | {:>9} {:>6} {:>8} | {:>9} {:>6} {:>8} | {:>8} {:>8}",
-        "wall s",
-        "event min",
-        "tumble st",
-        "open",
-        "rows",
-        "sess st",
-        "open",
-        "rows",
-        "data MiB",
-        "RSS MiB"
-    );
+    print!("{:>6} {:>10}", "wall s", "event min");
+    for name in ["tumble st", "sess st", "intvl st", "window st"] {
+        print!(" | {name:>9} {:>6} {:>8}", "open", "rows");
+    }
+    println!(" | {:>8} {:>8}", "data MiB", "RSS MiB");
     let started = Instant::now();
     let data_dir = eddy.process.data_dir().to_path_buf();
     let mut samples: Vec<Sample> = Vec::new();
@@ -114,6 +129,21 @@ pub async fn run(args: BoundedArgs) -> Result<()> {
         0,
     )?;
     println!("bids counted by per_second (closed windows): {total}; late: {late}");
+    for row in client
+        .query(
+            "SELECT view, side, rows, rows_evicted FROM eddy_catalog.join_state ORDER BY view, side",
+            &[],
+        )
+        .await?
+    {
+        println!(
+            "join state {} {}: {} rows now, {} evicted",
+            row.get::<_, String>(0),
+            row.get::<_, String>(1),
+            int(&row, 2)?,
+            int(&row, 3)?
+        );
+    }
     ensure!(total > 0, "the tumbling view counted nothing");
     drop(client);
     eddy.process.terminate(DEFAULT_STOP_TIMEOUT).await?;

@@ -8,6 +8,7 @@
 //! - `freshness`: a fixed rate into a Kafka topic; append-to-visible latency.
 //! - `drain`: a preloaded topic through a slow view; RSS sampled every second.
 //! - `bounded`: an hour of event time through TUMBLE and SESSION views; state and RSS over time.
+//! - `nexmark-files`: the generator's person, auction and bid events as JSON-lines files.
 //!
 //! `cargo run --release -p eddy-bench -- nexmark --query q7 --input file --path bids.jsonl`
 
@@ -17,6 +18,7 @@ mod freshness;
 mod insert;
 mod kafka_load;
 mod nexmark;
+mod nexmark_files;
 mod process;
 mod queries;
 mod startup;
@@ -45,6 +47,8 @@ enum Command {
     Bounded(bounded::BoundedArgs),
     /// Exec to accepting connections, fresh and restoring a view.
     Startup(startup::StartupArgs),
+    /// One run of the Nexmark generator as person, auction and bid JSON-lines files.
+    NexmarkFiles(nexmark_files::NexmarkFilesArgs),
 }
 
 #[tokio::main]
@@ -56,5 +60,6 @@ async fn main() -> Result<()> {
         Command::Drain(args) => drain::run(args).await,
         Command::Bounded(args) => bounded::run(args).await,
         Command::Startup(args) => startup::run(args).await,
+        Command::NexmarkFiles(args) => nexmark_files::run(args),
     }
 }

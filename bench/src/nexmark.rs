@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::{Args, ValueEnum};
-use eddy_sqllogictest::kafka::unique_topic;
+use eddy_sqllogictest::kafka::{unique_topic, KafkaBroker};
 use eddy_sqllogictest::DEFAULT_STOP_TIMEOUT;
 
 use crate::kafka_load;
@@ -19,7 +19,7 @@ use crate::process::{
     cpu_time, dir_size, flush_until_done, int, mib, per_second, vm_hwm_kib, vm_rss_kib, BenchEddy,
     EddyArgs,
 };
-use crate::queries::{nexmark_bids, Query, BID_COLUMNS, SOURCE, VIEW};
+use crate::queries::{Query, Table, VIEW};
 
 /// How long a run may take to drain its input.
 const FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(3600);
@@ -45,6 +45,10 @@ pub struct NexmarkArgs {
     /// The JSON-lines file of bids (for --input file, and to preload --input kafka).
     #[arg(long)]
     path: Option<PathBuf>,
+    /// --input file: a directory of `person.jsonl`, `auction.jsonl` and `bid.jsonl` (from
+    /// `eddy-bench nexmark-files`), for queries that read several tables.
+    #[arg(long)]
+    dir: Option<PathBuf>,
     /// --input nexmark: Nexmark events to generate (all kinds; 46 in 50 are bids).
     #[arg(long, default_value_t = 10_000_000)]
     events: u64,
@@ -76,64 +80,64 @@ pub struct NexmarkArgs {
 pub async fn run(args: NexmarkArgs) -> Result<()> {
     // Kept alive for the run: a private broker stops when dropped.
     let mut _broker = None;
-    let (with, bids) = match args.input {
-        Input::Nexmark => (
-            format!(
-                "WITH (connector = 'nexmark', nexmark.table.type = 'bid', \
-                 nexmark.max.events = '{}', nexmark.seed = '{}')",
-                args.events, args.seed
-            ),
-            nexmark_bids(args.events),
-        ),
-        Input::File => {
-            let path = required_path(&args)?;
-            let lines = count_lines(&path)?;
-            (
+    let mut sources = Vec::new();
+    let mut events = 0;
+    for &table in args.query.tables() {
+        let (with, rows) = match args.input {
+            Input::Nexmark => (
                 format!(
-                    "WITH (connector = 'file', path = '{}') FORMAT PLAIN ENCODE JSON",
-                    sql_string(&path)
+                    "WITH (connector = 'nexmark', nexmark.table.type = '{}', \
+                     nexmark.max.events = '{}', nexmark.seed = '{}')",
+                    table.name(),
+                    args.events,
+                    args.seed
                 ),
-                lines,
-            )
-        }
-        Input::Kafka => {
-            let broker = kafka_load::broker().await?;
-            let (topic, messages) = match &args.topic {
-                Some(topic) => (
-                    topic.clone(),
-                    kafka_load::topic_messages(&broker, topic, args.partitions)?,
-                ),
-                None => {
-                    let path = required_path(&args)?;
-                    let topic = unique_topic("nexmark-bids");
-                    broker.create_topic(&topic, args.partitions).await?;
-                    let lines =
-                        kafka_load::preload_file(&broker, &topic, args.partitions, &path).await?;
-                    (topic, lines)
-                }
-            };
-            let with = format!(
-                "WITH (connector = 'kafka', topic = '{topic}', \
-                 properties.bootstrap.server = '{}', scan.startup.mode = 'earliest', \
-                 watermark.idle.timeout = '{}') FORMAT PLAIN ENCODE JSON",
-                broker.bootstrap(),
-                args.idle_timeout
-            );
-            _broker = Some(broker);
-            (with, messages)
-        }
-    };
+                table.rows_in(args.events),
+            ),
+            Input::File => {
+                let path = table_path(&args, table)?;
+                let lines = count_lines(&path)?;
+                (
+                    format!(
+                        "WITH (connector = 'file', path = '{}') FORMAT PLAIN ENCODE JSON",
+                        sql_string(&path)
+                    ),
+                    lines,
+                )
+            }
+            Input::Kafka => {
+                ensure!(
+                    table == Table::Bid,
+                    "--input kafka reads bids only: {:?} needs {:?}",
+                    args.query,
+                    table
+                );
+                let (with, messages, broker) = kafka_source(&args).await?;
+                _broker = Some(broker);
+                (with, messages)
+            }
+        };
+        println!("input: {:?} {}: {rows} rows", args.input, table.name());
+        events += rows;
+        sources.push(format!(
+            "CREATE SOURCE {} ({}) {with}",
+            table.name(),
+            table.columns()
+        ));
+    }
+    let bids = events;
     println!("query: {:?}: {}", args.query, args.query.select());
     println!("input: {:?}, {bids} bids", args.input);
 
     let mut eddy = BenchEddy::start(&args.eddy).await?;
     let pid = eddy.pid;
     let (client, _driver) = eddy.process.connect().await?;
-    let source_sql = format!("CREATE SOURCE {SOURCE} ({BID_COLUMNS}) {with}");
-    client
-        .batch_execute(&source_sql)
-        .await
-        .with_context(|| source_sql.clone())?;
+    for source_sql in &sources {
+        client
+            .batch_execute(source_sql)
+            .await
+            .with_context(|| source_sql.clone())?;
+    }
 
     let profiler = match &args.perf {
         Some(file) => Some(Profiler::start(pid, file, &args.perf_arg)?),
@@ -169,6 +173,21 @@ pub async fn run(args: NexmarkArgs) -> Result<()> {
         Some((sql, per_bid)) => Some((int(&client.query_one(&sql, &[]).await?, 0)?, per_bid)),
         None => None,
     };
+    let mut join_state = Vec::new();
+    for row in client
+        .query(
+            "SELECT side, input, rows, distinct_keys FROM eddy_catalog.join_state ORDER BY join, side",
+            &[],
+        )
+        .await?
+    {
+        join_state.push((
+            row.get::<_, String>(0),
+            row.get::<_, String>(1),
+            int(&row, 2)?,
+            int(&row, 3)?,
+        ));
+    }
     let errors = int(
         &client
             .query_one("SELECT count(*) FROM eddy_catalog.source_errors", &[])
@@ -190,6 +209,7 @@ pub async fn run(args: NexmarkArgs) -> Result<()> {
         elapsed.as_secs_f64(),
         cpu.as_secs_f64()
     );
+    println!("events (rows of every input): {bids}");
     println!("events/s: {:.0}", per_second(bids, elapsed));
     println!("events per CPU-second: {:.0}", per_second(bids, cpu));
     println!(
@@ -198,6 +218,9 @@ pub async fn run(args: NexmarkArgs) -> Result<()> {
         mib(rss_before)
     );
     println!("view rows: {view_rows}");
+    for (side, input, rows, keys) in &join_state {
+        println!("join state: {side} ({input}): {rows} rows, {keys} keys");
+    }
     println!("undecodable: {errors}, late: {late}");
     println!("data dir size: {:.1} MiB", data_bytes as f64 / 1_048_576.0);
     if let Some((counted, per_bid)) = counted {
@@ -210,6 +233,54 @@ pub async fn run(args: NexmarkArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The file a table is read from: `--dir`'s `<table>.jsonl`, or `--path` for bids.
+fn table_path(args: &NexmarkArgs, table: Table) -> Result<PathBuf> {
+    match (&args.dir, table) {
+        (Some(dir), _) => {
+            let path = dir.join(format!("{}.jsonl", table.name()));
+            std::fs::canonicalize(&path).with_context(|| {
+                format!(
+                    "{} not found (write it with `eddy-bench nexmark-files --out {}`)",
+                    path.display(),
+                    dir.display()
+                )
+            })
+        }
+        (None, Table::Bid) => required_path(args),
+        (None, _) => bail!(
+            "--dir DIR is needed: {:?} reads {}",
+            args.query,
+            table.name()
+        ),
+    }
+}
+
+/// The bid source over Kafka: a topic preloaded from `--path` (or `--topic`).
+async fn kafka_source(args: &NexmarkArgs) -> Result<(String, u64, KafkaBroker)> {
+    let broker = kafka_load::broker().await?;
+    let (topic, messages) = match &args.topic {
+        Some(topic) => (
+            topic.clone(),
+            kafka_load::topic_messages(&broker, topic, args.partitions)?,
+        ),
+        None => {
+            let path = required_path(args)?;
+            let topic = unique_topic("nexmark-bids");
+            broker.create_topic(&topic, args.partitions).await?;
+            let lines = kafka_load::preload_file(&broker, &topic, args.partitions, &path).await?;
+            (topic, lines)
+        }
+    };
+    let with = format!(
+        "WITH (connector = 'kafka', topic = '{topic}', \
+         properties.bootstrap.server = '{}', scan.startup.mode = 'earliest', \
+         watermark.idle.timeout = '{}') FORMAT PLAIN ENCODE JSON",
+        broker.bootstrap(),
+        args.idle_timeout
+    );
+    Ok((with, messages, broker))
 }
 
 fn required_path(args: &NexmarkArgs) -> Result<PathBuf> {

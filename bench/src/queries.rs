@@ -10,9 +10,56 @@ pub const BID_COLUMNS: &str = "auction BIGINT, bidder BIGINT, price BIGINT, chan
      url VARCHAR, date_time TIMESTAMP, extra VARCHAR, \
      WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND";
 
-/// The name of the source and of the view.
+/// The person and auction columns of the Nexmark generator (and of `nexmark-files`).
+pub const PERSON_COLUMNS: &str = "id BIGINT, name VARCHAR, email_address VARCHAR, \
+     credit_card VARCHAR, city VARCHAR, state VARCHAR, date_time TIMESTAMP, extra VARCHAR, \
+     WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND";
+pub const AUCTION_COLUMNS: &str = "id BIGINT, item_name VARCHAR, description VARCHAR, \
+     initial_bid BIGINT, reserve BIGINT, date_time TIMESTAMP, expires TIMESTAMP, seller BIGINT, \
+     category BIGINT, extra VARCHAR, \
+     WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND";
+
+/// The name of the bid source and of the view.
 pub const SOURCE: &str = "bid";
 pub const VIEW: &str = "nexmark_view";
+
+/// A Nexmark table a query reads: its source's name (= the generator's table type and the
+/// file's stem) and columns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Table {
+    Person,
+    Auction,
+    Bid,
+}
+
+impl Table {
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Person => "person",
+            Table::Auction => "auction",
+            Table::Bid => SOURCE,
+        }
+    }
+
+    pub fn columns(self) -> &'static str {
+        match self {
+            Table::Person => PERSON_COLUMNS,
+            Table::Auction => AUCTION_COLUMNS,
+            Table::Bid => BID_COLUMNS,
+        }
+    }
+
+    /// How many of this table's rows the generator makes in its first `events` events (every
+    /// 50 events are 1 person, 3 auctions, then 46 bids).
+    pub fn rows_in(self, events: u64) -> u64 {
+        let (first, count) = match self {
+            Table::Person => (0, 1),
+            Table::Auction => (1, 3),
+            Table::Bid => (4, 46),
+        };
+        events / 50 * count + (events % 50).saturating_sub(first).min(count)
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Query {
@@ -28,12 +75,35 @@ pub enum Query {
     Q7,
     /// SESSION (10 s gap) count per bidder.
     Q11,
+    /// Local item suggestion: auctions of category 10 joined with their sellers in OR, ID, CA.
+    Q3,
+    /// Bids expanded with their auction (a stream–table join), auctions of category 10.
+    Q20,
 }
 
 impl Query {
+    /// The tables the query reads.
+    pub fn tables(self) -> &'static [Table] {
+        match self {
+            Query::Q3 => &[Table::Auction, Table::Person],
+            Query::Q20 => &[Table::Bid, Table::Auction],
+            _ => &[Table::Bid],
+        }
+    }
+
     /// The view's SELECT.
     pub fn select(self) -> String {
         match self {
+            Query::Q3 => "SELECT P.name, P.city, P.state, A.id \
+                 FROM auction A JOIN person P ON A.seller = P.id \
+                 WHERE A.category = 10 AND P.state IN ('OR', 'ID', 'CA')"
+                .to_string(),
+            Query::Q20 => format!(
+                "SELECT B.auction, B.bidder, B.price, B.channel, B.url, B.date_time, B.extra, \
+                 A.item_name, A.description, A.initial_bid, A.reserve, A.date_time AS a_date_time, \
+                 A.expires, A.seller, A.category, A.extra AS a_extra \
+                 FROM {SOURCE} B JOIN auction A ON B.auction = A.id WHERE A.category = 10"
+            ),
             Query::Q0 => {
                 format!("SELECT auction, bidder, price, channel, url, date_time, extra FROM {SOURCE}")
             }
@@ -69,7 +139,7 @@ impl Query {
     pub fn counted_bids(self) -> Option<(String, i64)> {
         match self {
             Query::Q0 | Query::Q1 => Some((format!("SELECT count(*) FROM {VIEW}"), 1)),
-            Query::Q2 => None,
+            Query::Q2 | Query::Q3 | Query::Q20 => None,
             Query::Q5 => Some((format!("SELECT CAST(sum(num) AS BIGINT) FROM {VIEW}"), 5)),
             Query::Q7 => Some((format!("SELECT CAST(sum(bids) AS BIGINT) FROM {VIEW}"), 1)),
             Query::Q11 => Some((
@@ -80,22 +150,19 @@ impl Query {
     }
 }
 
-/// How many bids the Nexmark generator makes in its first `events` events:
-/// every 50 events are 1 person, 3 auctions, then 46 bids.
-pub fn nexmark_bids(events: u64) -> u64 {
-    events / 50 * 46 + (events % 50).saturating_sub(4)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn bids_follow_the_event_mix() {
-        assert_eq!(nexmark_bids(50_000), 46_000);
-        assert_eq!(nexmark_bids(4), 0);
-        assert_eq!(nexmark_bids(5), 1);
-        assert_eq!(nexmark_bids(53), 46);
-        assert_eq!(nexmark_bids(55), 47);
+        assert_eq!(Table::Bid.rows_in(50_000), 46_000);
+        assert_eq!(Table::Bid.rows_in(4), 0);
+        assert_eq!(Table::Bid.rows_in(5), 1);
+        assert_eq!(Table::Bid.rows_in(53), 46);
+        assert_eq!(Table::Bid.rows_in(55), 47);
+        assert_eq!(Table::Person.rows_in(51), 2);
+        assert_eq!(Table::Auction.rows_in(52), 4);
+        assert_eq!(Table::Auction.rows_in(100), 6);
     }
 }

@@ -10,13 +10,14 @@
 //! clocks from its inputs').
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use datafusion::arrow::datatypes::Field;
 use eddy_planner::{NodeKind, StreamNode, StreamPlan};
 use eddy_storage::{EpochBatch, Store, TableId};
 
 use crate::aggregate::{AggregateOperator, SessionAggregateOperator, WindowedAggregateOperator};
-use crate::join::JoinOperator;
+use crate::join::{AsofJoinOperator, JoinOperator, LookupJoinOperator, StoredRelation};
 use crate::operators::{
     FilterOperator, InputOperator, MaterializeOperator, ProjectOperator, WindowOperator,
 };
@@ -46,10 +47,17 @@ impl Graph {
     /// Builds the operators of `plan`, loading their state from the store. `table_ids[0]` is
     /// the view's result table; stateful operators take the following ids, children before
     /// their parents, left before right.
-    pub fn build(plan: &StreamPlan, table_ids: &[TableId], store: &dyn Store) -> Result<Self> {
+    /// `relations` finds where a table or view looked up by a lookup join keeps its rows.
+    pub fn build(
+        plan: &StreamPlan,
+        table_ids: &[TableId],
+        store: &Arc<dyn Store>,
+        relations: &dyn Fn(&str) -> Option<StoredRelation>,
+    ) -> Result<Self> {
         let mut builder = Builder {
             plan,
             store,
+            relations,
             state_ids: table_ids.iter().skip(1).copied(),
             nodes: Vec::new(),
             inputs: Vec::new(),
@@ -236,7 +244,8 @@ impl Graph {
 
 struct Builder<'a, I> {
     plan: &'a StreamPlan,
-    store: &'a dyn Store,
+    store: &'a Arc<dyn Store>,
+    relations: &'a dyn Fn(&str) -> Option<StoredRelation>,
     state_ids: I,
     nodes: Vec<Node>,
     inputs: Vec<(String, usize)>,
@@ -289,12 +298,13 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
             NodeKind::Aggregate(aggregate) => {
                 let table = self.state_id()?;
                 let plan = (**aggregate).clone();
+                let store = self.store.as_ref();
                 if plan.session.is_some() {
-                    Box::new(SessionAggregateOperator::new(plan, table, self.store)?)
+                    Box::new(SessionAggregateOperator::new(plan, table, store)?)
                 } else if WindowedAggregateOperator::supports(&plan) {
-                    Box::new(WindowedAggregateOperator::new(plan, table, self.store)?)
+                    Box::new(WindowedAggregateOperator::new(plan, table, store)?)
                 } else {
-                    Box::new(AggregateOperator::new(plan, table, self.store)?)
+                    Box::new(AggregateOperator::new(plan, table, store)?)
                 }
             }
             NodeKind::Join(join) => {
@@ -303,7 +313,30 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                     (**join).clone(),
                     tables,
                     node.schema.clone(),
-                    self.store,
+                    self.store.as_ref(),
+                )?)
+            }
+            NodeKind::Asof(asof) => {
+                let tables = [self.state_id()?, self.state_id()?];
+                Box::new(AsofJoinOperator::new(
+                    (**asof).clone(),
+                    tables,
+                    node.schema.clone(),
+                    self.store.as_ref(),
+                )?)
+            }
+            NodeKind::Lookup(lookup) => {
+                let relation = (self.relations)(&lookup.table).ok_or_else(|| {
+                    ExecError::UndefinedObject(format!(
+                        "\"{}\" keeps no rows to look up (a lookup join reads a table or a materialized view)",
+                        lookup.table
+                    ))
+                })?;
+                Box::new(LookupJoinOperator::new(
+                    (**lookup).clone(),
+                    relation,
+                    node.schema.clone(),
+                    self.store.clone(),
                 )?)
             }
         };

@@ -43,6 +43,9 @@ pub struct JoinSideStats {
     /// The most output rows one input row has produced by matching this side.
     pub max_fan_out: u64,
     pub rows_evicted: u64,
+    /// The bound (micros) below which this side's rows were last evicted, when a watermark
+    /// bounds the side.
+    pub retention: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default)]

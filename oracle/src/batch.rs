@@ -91,7 +91,7 @@ pub fn context(case: &Case) -> anyhow::Result<(SessionContext, Vec<Option<i64>>)
 const MICROS: i64 = 1_000_000;
 
 /// Rows with `window_start` and `window_end` added, as SQL over `table`.
-fn windowed(table: &str, window: Window, keys: &[&str]) -> String {
+pub(crate) fn windowed(table: &str, window: Window, keys: &[&str]) -> String {
     let base = format!("(SELECT *, CAST(ts AS BIGINT) AS m FROM {table}) x");
     let offsets = |range: std::ops::RangeInclusive<i64>| {
         let values: Vec<String> = range.map(|k| format!("({k})")).collect();

@@ -5,6 +5,8 @@
 //!
 //! - [`case`]: the generator (tables, rows, views, order of events, restarts).
 //! - [`batch`]: the batch side.
+//! - [`joins`]: join cases: keyed tables with updates and deletes, random joins over them.
+//! - [`stream_joins`]: interval and window joins of two watermarked streams, evicting state.
 //!
 //! `cargo test -p eddy-oracle` runs a fixed budget of seeds; `cargo run -p eddy-oracle --bin
 //! oracle-soak -- --seeds 1000` runs a long soak and prints the seed of any failure, which
@@ -12,6 +14,11 @@
 
 pub mod batch;
 pub mod case;
+pub mod joins;
+pub mod stream_joins;
+
+pub use joins::run_join_case;
+pub use stream_joins::run_stream_join_case;
 
 use anyhow::{bail, Context, Result};
 use eddy_sqllogictest::EddyProcess;
@@ -20,7 +27,7 @@ use tokio_postgres::{Client, SimpleQueryMessage};
 use crate::case::{insert_sql, Case, Step};
 
 /// Runs `sql` on eddy and returns its rows as text, sorted.
-async fn eddy_rows(client: &Client, sql: &str) -> Result<Vec<Vec<Option<String>>>> {
+pub(crate) async fn eddy_rows(client: &Client, sql: &str) -> Result<Vec<Vec<Option<String>>>> {
     let mut rows = Vec::new();
     for message in client.simple_query(sql).await.context(sql.to_string())? {
         if let SimpleQueryMessage::Row(row) = message {

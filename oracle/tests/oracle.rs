@@ -1,4 +1,5 @@
-//! A fixed budget of oracle seeds (`EDDY_ORACLE_SEEDS`, default 12), run on every CI build.
+//! A fixed budget of oracle seeds (`EDDY_ORACLE_SEEDS`, default 12, for windowed views and for
+//! joins each), run on every CI build.
 
 #[tokio::test]
 async fn views_equal_their_batch_queries() {
@@ -10,11 +11,19 @@ async fn views_equal_their_batch_queries() {
     for seed in 1..=seeds {
         if let Err(error) = eddy_oracle::run_case(seed).await {
             eprintln!("{error:#}");
-            failures.push(seed);
+            failures.push(format!("{seed}"));
+        }
+        if let Err(error) = eddy_oracle::run_join_case(seed).await {
+            eprintln!("{error:#}");
+            failures.push(format!("{seed} (joins)"));
+        }
+        if let Err(error) = eddy_oracle::run_stream_join_case(seed).await {
+            eprintln!("{error:#}");
+            failures.push(format!("{seed} (stream-joins)"));
         }
     }
     assert!(
         failures.is_empty(),
-        "oracle seeds failed: {failures:?} (replay one: cargo run -p eddy-oracle --bin oracle-soak -- --first SEED --seeds 1)"
+        "oracle seeds failed: {failures:?} (replay one: cargo run -p eddy-oracle --bin oracle-soak -- --first SEED --seeds 1 [--kind joins|stream-joins])"
     );
 }

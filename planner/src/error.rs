@@ -17,6 +17,9 @@ pub enum PlanError {
     /// A statement too long or too deeply nested to handle (54001).
     #[error("{0}")]
     TooComplex(String),
+    /// A qualified name whose schema is not one of Eddy's (3F000).
+    #[error("{0}")]
+    UndefinedSchema(String),
     #[error(transparent)]
     DataFusion(#[from] DataFusionError),
 }

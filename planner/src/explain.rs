@@ -3,6 +3,7 @@
 
 use datafusion::arrow::datatypes::SchemaRef;
 
+use crate::stream::AsofOrder;
 use crate::stream::{
     AggregatePlan, JoinOutputKey, JoinPlan, NodeKind, StreamNode, StreamPlan, WatermarkColumn,
 };
@@ -25,7 +26,7 @@ pub fn duration(micros: i64) -> String {
     format!("{sign}{m}us")
 }
 
-fn window(spec: &WindowSpec) -> String {
+pub(crate) fn window(spec: &WindowSpec) -> String {
     let shape = match spec.kind {
         WindowKind::Tumble { size } => format!("TUMBLE size {}", duration(size)),
         WindowKind::Hop { slide, size } => {
@@ -174,6 +175,62 @@ impl Writer<'_> {
             }
             NodeKind::Aggregate(agg) => self.aggregate(agg, &pad, tables[0]),
             NodeKind::Join(join) => self.join(join, node, &pad, &tables),
+            NodeKind::Asof(asof) => {
+                let kind = match (asof.final_rows, asof.outer) {
+                    (true, true) => {
+                        "TemporalJoin LEFT (event time: the version valid at each row's time)"
+                    }
+                    (true, false) => {
+                        "TemporalJoin INNER (event time: the version valid at each row's time)"
+                    }
+                    (false, true) => "AsofJoin LEFT",
+                    (false, false) => "AsofJoin INNER",
+                };
+                let (l, r) = (
+                    asof.left.schema.field(asof.left_time).name(),
+                    asof.right.schema.field(asof.right_time).name(),
+                );
+                let order = match asof.order {
+                    AsofOrder::AtOrBefore { strict: false } => {
+                        format!("the latest right row with {r} <= {l}")
+                    }
+                    AsofOrder::AtOrBefore { strict: true } => {
+                        format!("the latest right row with {r} < {l}")
+                    }
+                    AsofOrder::AtOrAfter { strict: false } => {
+                        format!("the earliest right row with {r} >= {l}")
+                    }
+                    AsofOrder::AtOrAfter { strict: true } => {
+                        format!("the earliest right row with {r} > {l}")
+                    }
+                };
+                self.lines.push(format!(
+                    "{pad}{kind} on {}: {order}, ties to the smallest right key",
+                    keys_text(&asof.left.key_names, &asof.right.key_names, false)
+                ));
+                let emits = if asof.final_rows {
+                    "each left row once, when the right watermark passes its time"
+                } else {
+                    "a left row's match again when a right change makes another row best"
+                };
+                self.lines.push(format!("{pad}    emits {emits}"));
+                self.lines.push(format!(
+                    "{pad}    left state: table {} (rows of {}); right state: table {} (rows of {})",
+                    tables[0],
+                    quoted(&asof.left.reads),
+                    tables[1],
+                    quoted(&asof.right.reads)
+                ));
+            }
+            NodeKind::Lookup(lookup) => {
+                self.lines.push(format!(
+                    "{pad}LookupJoin {} on {} into the current rows of \"{}\" (no join state; changes to \"{}\" emit nothing; not replayable)",
+                    if lookup.outer { "LEFT" } else { "INNER" },
+                    keys_text(&lookup.left.key_names, &lookup.right.key_names, false),
+                    lookup.table,
+                    lookup.table
+                ));
+            }
         }
         for input in &node.inputs {
             self.node(input, depth + 1);
@@ -237,27 +294,24 @@ impl Writer<'_> {
     }
 
     fn join(&mut self, join: &JoinPlan, node: &StreamNode, pad: &str, tables: &[usize]) {
-        let on: Vec<String> = join
-            .left
-            .key_names
-            .iter()
-            .zip(&join.right.key_names)
-            .map(|(l, r)| {
-                if join.nulls_match {
-                    format!("{l} IS NOT DISTINCT FROM {r}")
-                } else {
-                    format!("{l} = {r}")
-                }
-            })
-            .collect();
+        let on = keys_text(
+            &join.left.key_names,
+            &join.right.key_names,
+            join.nulls_match,
+        );
         let filter = join
             .filter
             .as_ref()
             .map_or(String::new(), |f| format!(" filter {f}"));
+        let emit = if join.pad_on_eviction {
+            "; pads unmatched rows once, when evicted"
+        } else {
+            ""
+        };
         self.lines.push(format!(
-            "{pad}Join {} on {}{filter}",
+            "{pad}Join {} on {}{filter}{emit}",
             join_type(join.join_type),
-            on.join(" AND ")
+            on
         ));
         let key = match (join.output_key, join.outputs_left(), join.outputs_right()) {
             (JoinOutputKey::Both, _, _) => "left key, right key",
@@ -276,14 +330,24 @@ impl Writer<'_> {
             emits(node.append_only),
             watermarks(&columns, &node.watermarks)
         ));
-        for ((which, side), table) in [("left", &join.left), ("right", &join.right)]
-            .into_iter()
-            .zip(tables)
-        {
-            let retention = if side.append_only {
-                "keeps every row forever: UNBOUNDED"
-            } else {
-                "follows its input's rows"
+        let sides = [("left", &join.left), ("right", &join.right)];
+        for (s, ((which, side), table)) in sides.into_iter().zip(tables).enumerate() {
+            let retention = match join.evictions[s] {
+                Some(eviction) => {
+                    let (other, other_side) = sides[1 - s];
+                    let offset = match eviction.offset {
+                        0 => String::new(),
+                        k if k > 0 => format!(" + {}", duration(k)),
+                        k => format!(" - {}", duration(-k)),
+                    };
+                    format!(
+                        "evicts a row once {} < watermark({other}.{}){offset}",
+                        side.schema.field(eviction.column).name(),
+                        other_side.schema.field(eviction.other_column).name()
+                    )
+                }
+                None if side.append_only => "keeps every row forever: UNBOUNDED".to_string(),
+                None => "follows its input's rows".to_string(),
             };
             self.lines.push(format!(
                 "{pad}    {which} state: table {table} (rows of {} by join key; {retention})",
@@ -295,6 +359,28 @@ impl Writer<'_> {
             ));
         }
     }
+}
+
+fn keys_text(left: &[String], right: &[String], nulls_match: bool) -> String {
+    left.iter()
+        .zip(right)
+        .map(|(l, r)| {
+            if nulls_match {
+                format!("{l} IS NOT DISTINCT FROM {r}")
+            } else {
+                format!("{l} = {r}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" AND ")
+}
+
+fn quoted(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn join_type(join_type: datafusion::common::JoinType) -> &'static str {

@@ -6,8 +6,13 @@
 //! - [`statement`]: splits SQL text into statements and parses Eddy's extensions
 //!   (`WATERMARK FOR`, `APPEND ONLY`, `EMIT ON WINDOW CLOSE`, `FLUSH`, `RECOVER`, `SHOW ...`)
 //!   around sqlparser.
+//! - [`cursor_statement`]: `FETCH` and `MOVE` on a cursor.
+//! - [`pg_literals`]: Postgres' interval, bytea and float literal forms.
+//! - [`names`]: `[database.]schema.name` resolved to Eddy's objects.
 //! - [`flink_windows`]: Flink's `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), ...))` forms, rewritten
 //!   into Eddy's before parsing.
+//! - [`temporal_joins`]: `FOR SYSTEM_TIME AS OF` and `ASOF JOIN`, rewritten into joins whose
+//!   condition a marker function wraps.
 //! - [`window`]: `TUMBLE` / `HOP` / `CUMULATE` / `SESSION` as DataFusion table functions, and
 //!   the window-assignment kernel shared by batch queries and the streaming window operator.
 //! - [`session`]: sessions in batch, and the rule that partitions them by the GROUP BY keys.
@@ -15,21 +20,26 @@
 //!   incremental operators (inputs, projections, windows, aggregates, joins).
 //! - [`explain`]: a stream plan as EXPLAIN's text.
 
+pub mod cursor_statement;
 pub mod error;
 pub mod explain;
 pub mod flink_windows;
 pub mod limits;
+pub mod names;
+pub mod pg_literals;
 pub mod session;
 pub mod statement;
 pub mod stream;
+pub mod temporal_joins;
 pub mod window;
 
 pub use error::{PlanError, Result};
 pub use session::SessionPartitionRule;
 pub use statement::{parse_statements, EddyStatement, WatermarkDef};
 pub use stream::{
-    AggregatePlan, JoinClock, JoinOutputKey, JoinPlan, JoinSideInfo, NodeKind, SessionWindow,
-    SourceInfo, StreamCatalog, StreamInput, StreamNode, StreamPlan, WatermarkColumn, WindowBound,
+    AggregatePlan, AsofOrder, AsofPlan, JoinClock, JoinOutputKey, JoinPlan, JoinSideInfo,
+    LookupPlan, NodeKind, SessionWindow, SourceInfo, StreamCatalog, StreamInput, StreamNode,
+    StreamPlan, WatermarkColumn, WindowBound,
 };
 pub use window::{
     WindowFunction, WindowKind, WindowSpec, WindowTableFunction, WindowTableProvider,

@@ -10,6 +10,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 
 use crate::flink_windows::rewrite_flink_windows;
+use crate::temporal_joins::rewrite_temporal_joins;
 use crate::{PlanError, Result};
 
 /// `WATERMARK FOR column AS column - INTERVAL ...`.
@@ -57,6 +58,8 @@ pub enum EddyStatement {
     ShowTables,
     ShowMaterializedViews,
     ShowSources,
+    /// `FETCH` or `MOVE` on a cursor.
+    Fetch(crate::cursor_statement::FetchStatement),
     /// Anything else: handed to DataFusion (queries, DML, SET, SHOW, EXPLAIN, ...).
     Sql(Box<Statement>),
 }
@@ -137,12 +140,28 @@ fn parse_tokens(tokens: Vec<Token>) -> Result<Vec<ParsedStatement>> {
             continue;
         }
         let text = render(&chunk).trim().to_string();
+        let mut statement = parse_one(rewrite_temporal_joins(rewrite_flink_windows(chunk))?)?;
+        normalize_literals(&mut statement);
         statements.push(ParsedStatement {
-            statement: parse_one(rewrite_flink_windows(chunk))?,
+            statement,
             sql: text,
         });
     }
     Ok(statements)
+}
+
+/// Postgres' literal forms DataFusion reads otherwise ([`crate::pg_literals`]).
+fn normalize_literals(statement: &mut EddyStatement) {
+    match statement {
+        EddyStatement::Sql(statement) | EddyStatement::CreateTable { statement, .. } => {
+            crate::pg_literals::normalize_literals(statement)
+        }
+        EddyStatement::CreateMaterializedView { query, .. } => {
+            crate::pg_literals::normalize_query_literals(query)
+        }
+        EddyStatement::ExplainView(inner) => normalize_literals(inner),
+        _ => {}
+    }
 }
 
 fn is_trivia(token: &Token) -> bool {
@@ -216,6 +235,12 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
     if only(&["SHOW", "SOURCES"]) {
         return Ok(EddyStatement::ShowSources);
     }
+    if starts_with(&w, &["FETCH"]) || starts_with(&w, &["MOVE"]) {
+        let significant: Vec<Token> = tokens.into_iter().filter(|t| !is_trivia(t)).collect();
+        return Ok(EddyStatement::Fetch(crate::cursor_statement::parse_fetch(
+            &significant,
+        )?));
+    }
     if starts_with(&w, &["EXPLAIN", "CREATE", "MATERIALIZED", "VIEW"]) {
         let view = parse_one(tokens.split_off(w[1].0))?;
         return Ok(EddyStatement::ExplainView(Box::new(view)));
@@ -223,15 +248,28 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
     if starts_with(&w, &["DROP", "SOURCE"]) {
         let if_exists = starts_with(&w[2..], &["IF", "EXISTS"]);
         let rest = &w[if if_exists { 4 } else { 2 }..];
-        let names: Vec<String> = rest
+        // `a, public.b`: names split at commas, each resolved from its dotted parts.
+        let mut names = Vec::new();
+        let mut parts = Vec::new();
+        for (i, word) in rest
             .iter()
-            .filter(|(_, word)| word != ",")
-            .map(|(i, _)| match &tokens[*i] {
-                Token::Word(word) if word.quote_style.is_some() => word.value.clone(),
-                Token::Word(word) => word.value.to_lowercase(),
-                other => other.to_string(),
-            })
-            .collect();
+            .chain(std::iter::once(&(usize::MAX, ",".to_string())))
+        {
+            match (word.as_str(), tokens.get(*i)) {
+                (",", _) => {
+                    if !parts.is_empty() {
+                        names.push(crate::names::resolve_parts(&std::mem::take(&mut parts))?);
+                    }
+                }
+                (".", _) => {}
+                (_, Some(Token::Word(word))) if word.quote_style.is_some() => {
+                    parts.push(word.value.clone())
+                }
+                (_, Some(Token::Word(word))) => parts.push(word.value.to_lowercase()),
+                (_, Some(other)) => parts.push(other.to_string()),
+                (_, None) => {}
+            }
+        }
         if names.is_empty() {
             return Err(PlanError::Syntax("DROP SOURCE needs a name".into()));
         }
@@ -254,7 +292,7 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
             return Err(PlanError::Syntax("expected CREATE TABLE".into()));
         };
         return Ok(EddyStatement::CreateTable {
-            name: object_name(&create.name),
+            name: crate::names::resolve_object_name(&create.name)?,
             if_not_exists: create.if_not_exists,
             statement: Box::new(statement),
             watermark,
@@ -269,7 +307,7 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
         return match parse_sql(tokens)? {
             Statement::CreateView(view) if view.materialized => {
                 Ok(EddyStatement::CreateMaterializedView {
-                    name: object_name(&view.name),
+                    name: crate::names::resolve_object_name(&view.name)?,
                     if_not_exists: view.if_not_exists,
                     query: view.query,
                     emit_on_window_close,
@@ -294,7 +332,10 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
         } => Ok(EddyStatement::Drop {
             object_type,
             if_exists,
-            names: names.iter().map(object_name).collect(),
+            names: names
+                .iter()
+                .map(crate::names::resolve_object_name)
+                .collect::<Result<_>>()?,
         }),
         other => Ok(EddyStatement::Sql(Box::new(other))),
     }
@@ -385,7 +426,7 @@ fn parse_create_source(
     let Statement::CreateTable(create) = &table else {
         return Err(PlanError::Syntax(format!("expected {kind}")));
     };
-    let name = object_name(&create.name);
+    let name = crate::names::resolve_object_name(&create.name)?;
 
     let rest: Vec<Token> = tokens[close + 1..]
         .iter()
@@ -547,19 +588,6 @@ fn parse_options(
             }
         }
     }
-}
-
-/// The unquoted, lower-cased (unless quoted) name of an object.
-pub fn object_name(name: &datafusion::sql::sqlparser::ast::ObjectName) -> String {
-    name.0
-        .iter()
-        .filter_map(|part| part.as_ident())
-        .map(|ident| match ident.quote_style {
-            Some(_) => ident.value.clone(),
-            None => ident.value.to_lowercase(),
-        })
-        .collect::<Vec<_>>()
-        .join(".")
 }
 
 /// Removes `[,] WATERMARK FOR col AS expr` from a column list and returns it.

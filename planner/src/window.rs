@@ -329,7 +329,15 @@ impl TableFunctionImpl for WindowTableFunction {
                 exprs[0]
             );
         };
-        let table_name = table.flat_name().to_lowercase();
+        // `public.t` and `dev.public.t` name the table `t`; DataFusion folded the parts.
+        let mut parts: Vec<String> = table
+            .relation
+            .as_ref()
+            .map(|r| r.to_vec())
+            .unwrap_or_default();
+        parts.push(table.name.clone());
+        let table_name = crate::names::resolve_parts(&parts)
+            .map_err(|e| datafusion::error::DataFusionError::Plan(format!("{name}: {e}")))?;
         let inner = self
             .tables
             .read()

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::Sink;
+use futures::{Sink, SinkExt};
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::sasl::scram::{gen_salted_password, random_nonce, ScramAuth};
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
@@ -16,6 +16,7 @@ use pgwire::api::auth::{
 };
 use pgwire::api::ClientInfo;
 use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::tokio_rustls::rustls::pki_types::pem::PemObject;
 use pgwire::tokio::tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -60,7 +61,36 @@ impl AuthSource for PasswordStore {
 /// Trust: any user, any database name (tools' defaults just work).
 pub struct Trust;
 
-impl NoopStartupHandler for Trust {}
+#[async_trait]
+impl NoopStartupHandler for Trust {
+    /// pgwire's trust handler announces its own `server_version` (`16.6-pgwire-...`, which
+    /// pg_dump refuses); a later ParameterStatus replaces it before the client is ready.
+    async fn post_startup<C>(
+        &self,
+        client: &mut C,
+        _message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        client
+            .feed(PgWireBackendMessage::ParameterStatus(ParameterStatus::new(
+                "server_version".to_string(),
+                crate::session::SERVER_VERSION.to_string(),
+            )))
+            .await?;
+        Ok(())
+    }
+}
+
+/// The parameters announced at startup, with Eddy's Postgres version.
+fn server_parameters() -> DefaultServerParameterProvider {
+    let mut parameters = DefaultServerParameterProvider::default();
+    parameters.server_version = crate::session::SERVER_VERSION.to_string();
+    parameters
+}
 
 /// How clients authenticate; builds each connection's startup handler.
 #[derive(Clone, Debug)]
@@ -97,10 +127,7 @@ impl Authentication {
                 let mut scram = ScramAuth::new(store.clone());
                 scram.set_iterations(ITERATIONS);
                 Startup::Scram(
-                    SASLAuthStartupHandler::new(
-                        Arc::new(DefaultServerParameterProvider::default()),
-                    )
-                    .with_scram(scram),
+                    SASLAuthStartupHandler::new(Arc::new(server_parameters())).with_scram(scram),
                 )
             }
         }

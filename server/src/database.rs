@@ -59,6 +59,11 @@ impl Outcome {
         }
     }
 
+    /// Whether this is the end of a transaction block (COMMIT or ROLLBACK).
+    pub fn ends_transaction(&self) -> bool {
+        matches!(self, Outcome::Command { tag, .. } if tag == "COMMIT" || tag == "ROLLBACK")
+    }
+
     /// The notices this outcome carries.
     pub fn notices(&self) -> &[String] {
         match self {
@@ -96,7 +101,11 @@ impl Database {
         let config = SessionConfig::new()
             .with_default_catalog_and_schema(DATABASE, SCHEMA)
             .with_information_schema(true)
-            .set_bool("datafusion.sql_parser.map_string_types_to_utf8view", false);
+            .set_bool("datafusion.sql_parser.map_string_types_to_utf8view", false)
+            // `1.5` is a NUMERIC literal in Postgres, never a float that rounds.
+            .set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
+            // now() is an instant (timestamptz), shown in the session's TimeZone.
+            .set_str("datafusion.execution.time_zone", "+00:00");
         let ctx = SessionContext::new_with_config(config);
         let window_tables: TableLookup = Arc::new(RwLock::new(HashMap::new()));
         for function in WindowFunction::ALL {
@@ -107,6 +116,10 @@ impl Database {
                 let udtf = WindowTableFunction::new(function, window_tables.clone());
                 ctx.register_udtf(&name, Arc::new(udtf));
             }
+        }
+        // Temporal and ASOF joins' markers (see eddy_planner::temporal_joins).
+        for marker in eddy_planner::temporal_joins::JoinMarker::all() {
+            ctx.register_udf(marker);
         }
         // Sessions are kept apart by the GROUP BY keys, in batch as in views.
         ctx.add_analyzer_rule(Arc::new(SessionPartitionRule));
@@ -225,6 +238,11 @@ impl Database {
                 name,
                 if_not_exists,
             } => {
+                if let Statement::CreateTable(create) = statement.as_ref() {
+                    if let Some(query) = &create.query {
+                        return self.create_table_as(name, *if_not_exists, query).await;
+                    }
+                }
                 if self.exists(name) {
                     if *if_not_exists {
                         return Ok(Outcome::command("CREATE TABLE"));
@@ -285,6 +303,10 @@ impl Database {
             EddyStatement::ShowSources => Ok(self.show(|o| matches!(o, Object::Source(_)))),
             EddyStatement::ShowTables => Ok(self.show(|o| matches!(o, Object::Table(_)))),
             EddyStatement::ShowMaterializedViews => Ok(self.show(|o| matches!(o, Object::View(_)))),
+            EddyStatement::Fetch(fetch) => Err(ServerError::new(
+                "34000",
+                format!("cursor \"{}\" does not exist", fetch.cursor),
+            )),
             EddyStatement::Sql(statement) => self.execute_sql_statement(statement, params).await,
         }
     }
@@ -455,7 +477,9 @@ impl Database {
         provider: Arc<dyn TableProvider>,
         object: Object,
     ) -> Result<()> {
-        self.ctx.register_table(name, provider.clone())?;
+        // A bare reference: the name is already resolved (a quoted "Mixed" keeps its case).
+        self.ctx
+            .register_table(TableReference::bare(name), provider.clone())?;
         self.window_tables
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -468,7 +492,7 @@ impl Database {
     }
 
     pub(crate) fn deregister(&self, name: &str) -> Result<()> {
-        self.ctx.deregister_table(name)?;
+        self.ctx.deregister_table(TableReference::bare(name))?;
         self.window_tables
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -694,7 +718,7 @@ impl Database {
 }
 
 /// Re-labels a batch with the table's schema (casting where DataFusion chose another type).
-fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+pub(crate) fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
     if batch.num_columns() != schema.fields().len() {
         return Err(ServerError::new(
             "42601",

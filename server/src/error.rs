@@ -48,6 +48,7 @@ impl From<PlanError> for ServerError {
             PlanError::NotSupported(m) => Self::new("0A000", m),
             PlanError::Invalid(m) => Self::new("42P17", m),
             PlanError::TooComplex(m) => Self::new("54001", m),
+            PlanError::UndefinedSchema(m) => Self::new("3F000", m),
             PlanError::DataFusion(e) => e.into(),
         }
     }
@@ -114,6 +115,10 @@ fn arrow_error(e: &ArrowError) -> ServerError {
 impl From<DataFusionError> for ServerError {
     fn from(e: DataFusionError) -> Self {
         let message = e.strip_backtrace();
+        // current_setting() of a name that is not a setting, as Postgres words it.
+        if let Some(at) = message.find("unrecognized configuration parameter") {
+            return ServerError::new("42704", &message[at..]);
+        }
         let code = match e.find_root() {
             DataFusionError::External(inner)
                 if inner.is::<crate::function_caps::ValueTooLarge>() =>

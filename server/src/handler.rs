@@ -17,9 +17,11 @@ use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::stmt::QueryParser;
-use pgwire::api::store::PortalStore;
+use pgwire::api::store::{Entry, PortalStore};
+use pgwire::api::DEFAULT_NAME;
 use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::extendedquery::{Describe, TARGET_TYPE_BYTE_STATEMENT};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
 
@@ -27,7 +29,7 @@ use crate::auth::Authentication;
 use crate::database::{Database, Outcome};
 use crate::error::ServerError;
 use crate::rewrite::rewrite_for_datafusion;
-use crate::{copy, session};
+use crate::{copy, cursors, pg_encoding, protocol_statements, session};
 
 /// What `Parse` produces: the statement, and what Describe needs to know about it.
 #[derive(Clone, Debug)]
@@ -74,12 +76,43 @@ impl EddyHandler {
         format: &Format,
     ) -> PgWireResult<Response>
     where
-        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let error = |e: ServerError| Ok(Response::Error(Box::new(e.into_error_info())));
+        if let EddyStatement::Fetch(fetch) = &parsed.statement {
+            let options = session::format_options(client.metadata());
+            return match cursors::fetch(client, fetch).await {
+                Ok((outcome, true)) => to_response(outcome, &Format::UnifiedBinary, options, None),
+                Ok((outcome, false)) => to_response(outcome, format, options, None),
+                Err(e) => error(e),
+            };
+        }
         if let EddyStatement::Sql(statement) = &parsed.statement {
+            if protocol_statements::is_protocol_statement(statement) {
+                return match protocol_statements::execute(client, statement) {
+                    Ok(outcome) => to_response(
+                        outcome,
+                        format,
+                        session::format_options(client.metadata()),
+                        None,
+                    ),
+                    Err(e) => error(e),
+                };
+            }
+            if cursors::is_cursor_statement(statement) {
+                return match cursors::execute(&self.db, client, statement).await {
+                    Ok(outcome) => to_response(
+                        outcome,
+                        format,
+                        session::format_options(client.metadata()),
+                        None,
+                    ),
+                    Err(e) => error(e),
+                };
+            }
             if session::is_session_statement(statement) {
                 return match session::execute(client.metadata_mut(), statement) {
                     Ok(outcome) => to_response(
@@ -111,10 +144,10 @@ impl EddyHandler {
         let timeout = session::statement_timeout(client.metadata());
         // The timeout covers running the statement and sending its rows.
         let deadline = timeout.map(|limit| std::time::Instant::now() + limit);
+        let execute = crate::activity::track(client, &parsed.sql, self.db.execute(parsed, params));
         let outcome = match timeout {
-            None => self.db.execute(parsed, params).await,
-            Some(limit) => match tokio::time::timeout(limit, self.db.execute(parsed, params)).await
-            {
+            None => execute.await,
+            Some(limit) => match tokio::time::timeout(limit, execute).await {
                 Ok(result) => result,
                 Err(_) => Err(ServerError::new(
                     "57014",
@@ -124,8 +157,18 @@ impl EddyHandler {
         };
         match outcome {
             Ok(outcome) => {
+                let outcome = match outcome {
+                    Outcome::Stream { schema, stream } => Outcome::Stream {
+                        schema,
+                        stream: crate::activity::track_stream(client, stream),
+                    },
+                    other => other,
+                };
                 let notices = outcome.notices().to_vec();
                 send_notices(client, &notices).await?;
+                if outcome.ends_transaction() {
+                    cursors::end_transaction(client).await;
+                }
                 to_response(outcome, format, options, deadline)
             }
             Err(e) => error(e),
@@ -168,11 +211,11 @@ fn to_response(
             let fields = Arc::new(arrow_schema_to_pg_fields(
                 &postgres_names(&schema),
                 format,
-                Some(options),
+                Some(options.clone()),
             )?);
             let encoded = fields.clone();
             let rows = crate::result_stream::data_rows(stream, deadline, move |batch| {
-                crate::result_stream::arrow_rows(encoded.clone(), batch)
+                pg_encoding::data_rows(encoded.clone(), &batch, &options)
             });
             Ok(Response::Query(QueryResponse::new(fields, rows)))
         }
@@ -250,7 +293,8 @@ fn postgres_names(schema: &Schema) -> Schema {
 impl SimpleQueryHandler for EddyHandler {
     async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
-        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
@@ -293,7 +337,7 @@ impl QueryParser for EddyQueryParser {
 
     async fn parse_sql<C>(
         &self,
-        _client: &C,
+        client: &C,
         sql: &str,
         _types: &[Option<Type>],
     ) -> PgWireResult<Option<PreparedStatement>>
@@ -313,10 +357,13 @@ impl QueryParser for EddyQueryParser {
             return Ok(None);
         };
         let parsed = rewrite_for_datafusion(parsed);
-        let (parameter_types, schema) = self
-            .describe(&parsed)
-            .await
-            .map_err(ServerError::into_pgwire)?;
+        let (parameter_types, schema) = match &parsed.statement {
+            EddyStatement::Fetch(fetch) => (vec![], cursors::fetch_schema(client, fetch)),
+            _ => self
+                .describe(&parsed)
+                .await
+                .map_err(ServerError::into_pgwire)?,
+        };
         Ok(Some(PreparedStatement {
             parsed,
             parameter_types,
@@ -376,6 +423,11 @@ impl EddyQueryParser {
         };
         if session::is_session_statement(statement) {
             return Ok((vec![], session::result_schema(statement)));
+        }
+        if cursors::is_cursor_statement(statement)
+            || protocol_statements::is_protocol_statement(statement)
+        {
+            return Ok((vec![], None));
         }
         if matches!(
             statement.as_ref(),
@@ -451,6 +503,26 @@ impl ExtendedQueryHandler for EddyHandler {
         crate::portal_execute::execute(self, client, message).await
     }
 
+    async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
+        match (
+            message.target_type,
+            client.portal_store().get_statement(name),
+        ) {
+            (TARGET_TYPE_BYTE_STATEMENT, Some(Entry::Value(statement))) => {
+                let description = self.do_describe_statement(client, &statement).await?;
+                crate::describe::send_statement_description(client, &description).await
+            }
+            _ => self._on_describe(client, message).await,
+        }
+    }
+
     async fn do_query<C>(
         &self,
         client: &mut C,
@@ -470,9 +542,7 @@ impl ExtendedQueryHandler for EddyHandler {
             .map(|t| t.as_ref())
             .collect();
         let params = if portal.parameter_len() > 0 {
-            Some(arrow_pg::datatypes::df::deserialize_parameters(
-                portal, &inferred,
-            )?)
+            Some(crate::parameters::decode(portal, &inferred)?)
         } else {
             None
         };

@@ -9,13 +9,20 @@
 //! - [`limits`]: the server's limits (statement size, expression depth, memory).
 //! - [`handler`]: pgwire handlers (simple and extended query protocol).
 //! - [`portal_execute`]: Execute with no row limit, streamed.
+//! - [`parameters`]: bound parameters as DataFusion values (JSON ones too).
 //! - [`rewrite`]: client SQL DataFusion cannot plan as written, made plannable.
 //! - [`values_subqueries`]: VALUES holding scalar subqueries, as SELECTs DataFusion runs.
 //! - [`session`]: a connection's settings (SET, SHOW, RESET).
+//! - [`activity`]: `pg_stat_activity` and `pg_cancel_backend`.
+//! - [`protocol_statements`]: DEALLOCATE and DISCARD.
+//! - [`cursors`]: DECLARE ... CURSOR, FETCH, MOVE, CLOSE.
+//! - [`pg_text`], [`pg_encoding`]: values in Postgres' text and binary forms.
 //! - [`copy`]: `COPY ... TO STDOUT`.
 //! - [`pg_catalog`], [`pg_keys`], [`pg_functions`], [`pg_text_functions`] and
-//!   [`information_schema`]: what drivers and BI tools read about the database.
+//!   [`information_schema`]: what drivers and BI tools read about the database;
+//!   [`pg_json`] (`->`, `->>`), [`pg_typeof`] and [`pg_sizes`].
 //! - [`database`]: statement dispatch — DDL and DML to the engine, queries to DataFusion.
+//! - [`create_table_as`]: `CREATE TABLE ... AS SELECT`.
 //! - [`views`]: materialized views: planning, creation, EXPLAIN, the stream catalog.
 //! - [`sources`]: CREATE SOURCE and connector-fed tables.
 //! - [`provider`]: committed rows as DataFusion tables.
@@ -26,11 +33,15 @@
 //! - [`error`]: errors with SQLSTATE codes.
 //! - [`demo`]: `eddy --demo`, a live Nexmark view.
 
+pub mod activity;
 pub mod auth;
 pub mod connection;
 pub mod copy;
+pub mod create_table_as;
+pub mod cursors;
 pub mod database;
 pub mod demo;
+pub mod describe;
 pub mod error;
 pub mod frame;
 pub mod function_caps;
@@ -38,11 +49,18 @@ pub mod handler;
 pub mod information_schema;
 pub mod limits;
 pub mod login_throttle;
+pub mod parameters;
 pub mod pg_catalog;
+pub mod pg_encoding;
 pub mod pg_functions;
+pub mod pg_json;
 pub mod pg_keys;
+pub mod pg_sizes;
+pub mod pg_text;
 pub mod pg_text_functions;
+pub mod pg_typeof;
 pub mod portal_execute;
+pub mod protocol_statements;
 pub mod provider;
 pub mod query_memory;
 pub mod result_stream;

@@ -53,7 +53,11 @@ pub fn install(db: &Arc<Database>) -> Result<(), ServerError> {
             oids: oids.clone(),
         }),
     )?;
+    crate::pg_sizes::register(&db.ctx, Arc::downgrade(db), oids.clone());
+    crate::activity::register(&db.ctx);
     crate::pg_functions::register(&db.ctx, Arc::downgrade(db), oids, type_oids()?);
+    crate::pg_json::register(&db.ctx)?;
+    db.ctx.register_udf(crate::pg_typeof::pg_typeof());
     // Eddy's own information_schema (Postgres type names, materialized views) replaces the
     // one DataFusion answers when its flag is on.
     let catalogs = db.ctx.state().catalog_list().clone();
@@ -139,6 +143,9 @@ impl SchemaProvider for EddyPgCatalog {
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        if name.eq_ignore_ascii_case("pg_stat_activity") {
+            return Ok(Some(Arc::new(crate::activity::ActivityTable)));
+        }
         let Some(table) = self.inner.table(name).await? else {
             return Ok(None);
         };
@@ -166,7 +173,7 @@ impl SchemaProvider for EddyPgCatalog {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.inner.table_exist(name)
+        name.eq_ignore_ascii_case("pg_stat_activity") || self.inner.table_exist(name)
     }
 }
 

@@ -152,9 +152,13 @@ pub(crate) fn register(
     // planning (`rewrite::with_session_settings`); this answers computed names.
     ctx.register_udf(function(
         "current_setting",
-        &[vec![Utf8], vec![Utf8, Boolean]],
+        &[vec![Utf8], vec![Utf8, Boolean], vec![Utf8, Boolean, Utf8]],
         Utf8,
         |args, rows| {
+            // The third argument is the connection's value, put there by the rewrite.
+            if let Some(value) = args.get(2) {
+                return Ok(value.clone());
+            }
             let mut out = Vec::with_capacity(rows);
             for i in 0..rows {
                 let Some(name) = text_arg(&args[0], i) else {
@@ -168,8 +172,8 @@ pub(crate) fn register(
                     Some(value) => out.push(Some(value.to_string())),
                     None if missing_ok => out.push(None),
                     None => {
-                        return Err(DataFusionError::Plan(format!(
-                            "unrecognized configuration parameter \"{name}\" does not exist"
+                        return Err(DataFusionError::Execution(format!(
+                            "unrecognized configuration parameter \"{name}\""
                         )))
                     }
                 }

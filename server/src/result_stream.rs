@@ -83,7 +83,7 @@ impl std::error::Error for StatementTimeout {}
 
 fn query_error(error: datafusion::error::DataFusionError) -> ServerError {
     if let datafusion::error::DataFusionError::External(inner) = &error {
-        if inner.is::<StatementTimeout>() {
+        if inner.is::<StatementTimeout>() || inner.is::<crate::activity::Cancelled>() {
             return ServerError::new("57014", inner.to_string());
         }
     }

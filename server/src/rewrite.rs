@@ -63,6 +63,9 @@ fn rewrite_client_forms(parsed: ParsedStatement) -> ParsedStatement {
         Ok(mut statements) if statements.len() == 1 => statements.remove(0),
         _ => parser.rewrite(*statement),
     });
+    qualify_eddy_catalog_tables(&mut statement);
+    // The reparse above reads the original text: Postgres' literal forms again.
+    eddy_planner::pg_literals::normalize_literals(&mut statement);
     aggregate_scalar_subqueries(&mut statement);
     replace_generate_subscripts(&mut statement);
     backslash_like_escapes(&mut statement);
@@ -136,13 +139,49 @@ pub fn with_session_settings(
                     _ => None,
                 };
                 if let Some(value) = name.and_then(|name| setting(&name)) {
-                    *expr = Expr::Value(Value::SingleQuotedString(value).into());
+                    // current_setting(name, false, value): the column is still named
+                    // `current_setting`, as in Postgres; the function returns `value`.
+                    if let FunctionArguments::List(list) = &mut function.args {
+                        list.args.truncate(1);
+                        for extra in [
+                            "false".to_string(),
+                            format!("'{}'", value.replace('\'', "''")),
+                        ] {
+                            if let Some(arg) = parse_expr(&extra) {
+                                list.args.push(
+                                    datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(
+                                        datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(arg),
+                                    ),
+                                );
+                            }
+                        }
+                    }
                 }
             }
             ControlFlow::<()>::Continue(())
         });
     }
     parsed
+}
+
+/// `pg_catalog` tables of Eddy's own, found without their schema as Postgres finds them
+/// (`pg_catalog` comes first on every search path).
+fn qualify_eddy_catalog_tables(statement: &mut Statement) {
+    let _ = datafusion::sql::sqlparser::ast::visit_relations_mut(statement, |name| {
+        let is_it = name.0.len() == 1
+            && name.0[0]
+                .as_ident()
+                .is_some_and(|i| i.value.eq_ignore_ascii_case("pg_stat_activity"));
+        if is_it {
+            name.0.insert(
+                0,
+                datafusion::sql::sqlparser::ast::ObjectNamePart::Identifier(
+                    datafusion::sql::sqlparser::ast::Ident::new("pg_catalog"),
+                ),
+            );
+        }
+        ControlFlow::<()>::Continue(())
+    });
 }
 
 /// `CAST(format('%I.%I', s, t) AS regclass)`: a name computed in the query (the crate

@@ -12,8 +12,11 @@ use pgwire::types::format::FormatOptions;
 use crate::database::Outcome;
 use crate::error::{Result, ServerError};
 
-/// The Postgres version Eddy presents itself as (`server_version`, `version()`).
-pub const SERVER_VERSION: &str = "16.6";
+/// The Postgres version Eddy presents itself as (`server_version`, `version()`): a plain
+/// `major.minor`, which psql and pg_dump 15 and later accept (pg_dump refuses a newer major).
+pub const SERVER_VERSION: &str = "15.6";
+/// `server_version_num` of [`SERVER_VERSION`].
+pub const SERVER_VERSION_NUM: &str = "150006";
 
 /// Settings and their values when a connection starts, lower-case names.
 const DEFAULTS: &[(&str, &str)] = &[
@@ -29,6 +32,8 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("integer_datetimes", "on"),
     ("intervalstyle", "postgres"),
     ("is_superuser", "on"),
+    // No JIT compiler; asyncpg asks before it introspects array types.
+    ("jit", "off"),
     ("lc_collate", "C"),
     ("lc_ctype", "C"),
     ("lc_messages", "C"),
@@ -40,7 +45,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("search_path", "\"$user\", public"),
     ("server_encoding", "UTF8"),
     ("server_version", SERVER_VERSION),
-    ("server_version_num", "160006"),
+    ("server_version_num", SERVER_VERSION_NUM),
     ("standard_conforming_strings", "on"),
     ("statement_timeout", "0"),
     ("timezone", "Etc/UTC"),
@@ -217,7 +222,7 @@ pub fn execute(metadata: &mut HashMap<String, String>, statement: &Statement) ->
         }
         Statement::Reset(reset) => {
             match &reset.reset {
-                Reset::ALL => metadata.retain(|k, _| !k.starts_with(KEY)),
+                Reset::ALL => reset_all(metadata),
                 Reset::ConfigurationParameter(name) => {
                     assign(metadata, &name.to_string().to_ascii_lowercase(), None)?;
                 }
@@ -273,6 +278,11 @@ fn rows(schema: SchemaRef, columns: Vec<datafusion::arrow::array::ArrayRef>) -> 
         schema,
         batches: vec![batch],
     })
+}
+
+/// `RESET ALL`: every setting back to its startup value.
+pub fn reset_all(metadata: &mut HashMap<String, String>) {
+    metadata.retain(|k, _| !k.starts_with(KEY));
 }
 
 /// Sets (or with `None` resets) one setting, checking the values Eddy cannot honour.

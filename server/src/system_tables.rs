@@ -148,6 +148,10 @@ impl SystemSchema {
             ("max_rows_per_key", count(|j| j.max_rows_per_key)),
             ("max_fan_out", count(|j| j.max_fan_out)),
             ("rows_evicted", count(|j| j.rows_evicted)),
+            (
+                "retention",
+                timestamps(sides.iter().map(|(_, j)| j.retention)),
+            ),
         ])
     }
 

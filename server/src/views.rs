@@ -46,16 +46,24 @@ impl Database {
         let info = plan.as_source(name);
         let schema = plan.schema.clone();
         let unbounded = plan.unbounded_state();
+        let not_replayable = plan.not_replayable();
         let id = self
             .engine
             .create_view(name.to_string(), sql.to_string(), plan)
             .await?;
         self.register_view(info, schema, id)?;
         let mut outcome = Outcome::command("CREATE MATERIALIZED VIEW");
-        if let (Some(why), Outcome::Command { notices, .. }) = (unbounded, &mut outcome) {
-            notices.push(format!(
-                "materialized view \"{name}\" has unbounded state: {why}"
-            ));
+        if let Outcome::Command { notices, .. } = &mut outcome {
+            if let Some(why) = unbounded {
+                notices.push(format!(
+                    "materialized view \"{name}\" has unbounded state: {why}"
+                ));
+            }
+            if let Some(why) = not_replayable {
+                notices.push(format!(
+                    "materialized view \"{name}\" is not replayable: {why}"
+                ));
+            }
         }
         Ok(outcome)
     }
@@ -189,6 +197,12 @@ impl StreamCatalog for Database {
                     .fields()
                     .iter()
                     .map(|f| f.name().clone())
+                    .collect(),
+                types: def
+                    .schema
+                    .fields()
+                    .iter()
+                    .map(|f| f.data_type().clone())
                     .collect(),
                 key_fields: def.key_fields(),
                 key_columns: match &def.key {

@@ -87,6 +87,25 @@ public class JdbcCheck {
                 }
             }
             check("getPrimaryKeys", keys, List.of("id 1 trades_pkey"));
+
+            // executeBatch of INSERTs: the driver describes the statement first and expects
+            // NoData for a statement without result columns.
+            try (Statement st = conn.createStatement()) {
+                st.execute("CREATE TABLE fills (id BIGINT, qty INT)");
+            }
+            try (PreparedStatement insert = conn.prepareStatement("INSERT INTO fills VALUES (?, ?)")) {
+                for (int i = 1; i <= 3; i++) {
+                    insert.setLong(1, i);
+                    insert.setInt(2, i * 10);
+                    insert.addBatch();
+                }
+                int[] counts = insert.executeBatch();
+                check("executeBatch of INSERTs", java.util.Arrays.toString(counts), "[1, 1, 1]");
+            }
+            try (Statement st = conn.createStatement();
+                 ResultSet rs = st.executeQuery("SELECT sum(qty) AS total FROM fills")) {
+                check("executeBatch rows are there", rs.next() && rs.getLong("total") == 60L, true);
+            }
         }
         System.out.println("java clients: all checks passed");
     }

@@ -42,7 +42,32 @@ async function main() {
   const again = await client.query("SELECT count(*) AS n FROM orders");
   assert.equal(again.rows[0].n, "3");
   await client.end();
+  await postgresJs();
   console.log("node clients: all checks passed");
+}
+
+// Postgres.js (the npm package `postgres`): tagged-template queries over the extended
+// protocol, with a JSON parameter.
+async function postgresJs() {
+  const postgres = require("postgres");
+  const sql = postgres({
+    host: "127.0.0.1",
+    port: Number(process.env.EDDY_PORT),
+    user: process.env.EDDY_USER || "eddy",
+    password: process.env.EDDY_PASSWORD || "",
+    database: "dev",
+    max: 1,
+  });
+  try {
+    const rows = await sql`SELECT id, item FROM orders WHERE qty > ${1} ORDER BY id`;
+    assert.deepEqual(rows.map((r) => [String(r.id), r.item]), [["1", "pen"], ["3", "pen"]]);
+    console.log("ok: postgres: a parameter");
+    const json = await sql`SELECT ${sql.json({ a: 1, b: "two" })}::text AS doc`;
+    assert.deepEqual(JSON.parse(json[0].doc), { a: 1, b: "two" });
+    console.log("ok: postgres: a JSON parameter");
+  } finally {
+    await sql.end();
+  }
 }
 
 main().catch((e) => {

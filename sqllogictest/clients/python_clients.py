@@ -1,5 +1,6 @@
-"""Python's Postgres stack against a running eddy: psycopg 3 with parameters, SQLAlchemy's
-inspector, pandas.read_sql of a materialized view. Run by sqllogictest/tests/clients.rs with
+"""Python's Postgres stack against a running eddy: psycopg 3 with parameters and prepared
+statements, psycopg 2's named (server-side) cursors, SQLAlchemy's inspector
+and stream_results, pandas.read_sql of a materialized view. Run by sqllogictest/tests/clients.rs with
 EDDY_PORT set; exits non-zero (with the failing check) on any mismatch."""
 
 import datetime
@@ -9,6 +10,7 @@ import sys
 
 import pandas
 import psycopg
+import psycopg2
 import sqlalchemy
 
 PORT = int(os.environ["EDDY_PORT"])
@@ -103,6 +105,49 @@ def sqlalchemy_inspector_and_pandas():
            {"site": "south", "readings": 1, "peak": 18.0}])
 
 
+def psycopg_prepared_then_rollback():
+    # Once a statement is prepared, psycopg 3 sends DEALLOCATE ALL after a ROLLBACK or a DDL.
+    with psycopg.connect(host="127.0.0.1", port=PORT, user=USER, password=PASSWORD,
+                         dbname="dev", prepare_threshold=0) as conn:
+        for _ in range(2):
+            row = conn.execute("SELECT sensor FROM readings WHERE sensor = %s", (1,)).fetchone()
+        check("psycopg: a prepared statement", row, (1,))
+        conn.rollback()
+        conn.execute("CREATE TABLE scratch (a INT)")
+        conn.execute("DROP TABLE scratch")
+        conn.rollback()
+        row = conn.execute("SELECT sensor FROM readings WHERE sensor = %s", (3,)).fetchone()
+        check("psycopg: prepared again after DEALLOCATE ALL", row, (3,))
+
+
+def psycopg2_named_cursor():
+    conn = psycopg2.connect(host="127.0.0.1", port=PORT, user=USER, password=PASSWORD,
+                            dbname="dev")
+    try:
+        with conn.cursor(name="readings_cursor") as cur:
+            cur.itersize = 2  # FETCH FORWARD 2 at a time
+            cur.execute("SELECT sensor, value FROM readings ORDER BY sensor")
+            rows = list(cur)
+        check("psycopg2: a named cursor, fetched 2 rows at a time", rows,
+              [(1, 20.5), (2, 18.0), (3, 22.5)])
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def sqlalchemy_stream_results():
+    url = f"postgresql+psycopg2://{USER}:{PASSWORD}@127.0.0.1:{PORT}/dev"
+    engine = sqlalchemy.create_engine(url)
+    with engine.connect() as conn:
+        result = conn.execution_options(stream_results=True, max_row_buffer=2).execute(
+            sqlalchemy.text("SELECT sensor FROM readings ORDER BY sensor"))
+        check("sqlalchemy: stream_results (a server-side cursor)",
+              [row.sensor for row in result], [1, 2, 3])
+
+
 psycopg_with_parameters()
+psycopg_prepared_then_rollback()
+psycopg2_named_cursor()
+sqlalchemy_stream_results()
 sqlalchemy_inspector_and_pandas()
 print("python clients: all checks passed")

@@ -11,6 +11,7 @@
 //! - [`sql_timestamp`]: timestamp literals for generated rows.
 //! - [`kafka`]: a real Kafka-protocol broker (Tansu) for the Kafka tests.
 //! - [`wire`]: a raw protocol client, for what drivers never send.
+//! - [`postgres`]: a throwaway PostgreSQL 15, the reference of the differential tests.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -24,6 +25,7 @@ use tempfile::TempDir;
 use tokio::task::JoinHandle;
 
 pub mod kafka;
+pub mod postgres;
 pub mod wire;
 
 /// Environment variable naming the `eddy` executable to test.

@@ -121,3 +121,60 @@ async fn unbounded_state_is_announced_bounded_is_not() {
         expected.map(|(n, u)| (n.to_string(), u)).to_vec()
     );
 }
+
+#[tokio::test]
+async fn join_state_that_grows_forever_is_announced_per_side() {
+    let eddy = EddyProcess::start_fresh().await.unwrap();
+    let (client, mut notices) = connect_with_notices(&eddy).await;
+    client
+        .batch_execute(
+            "CREATE TABLE clicks (user_id INT, ts TIMESTAMP) APPEND ONLY;
+             CREATE TABLE views (user_id INT, ts TIMESTAMP) APPEND ONLY;
+             CREATE TABLE users (id INT PRIMARY KEY, name VARCHAR)",
+        )
+        .await
+        .unwrap();
+    drain(&mut notices);
+
+    // A stream enriched with a table: only the stream's side grows forever.
+    client
+        .execute(
+            "CREATE MATERIALIZED VIEW named_clicks AS
+             SELECT c.ts, u.name FROM clicks c JOIN users u ON c.user_id = u.id",
+            &[],
+        )
+        .await
+        .unwrap();
+    let got = drain(&mut notices);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].contains("\"named_clicks\" has unbounded state"),
+        "{got:?}"
+    );
+    assert!(got[0].contains("its left input (\"clicks\")"), "{got:?}");
+    assert!(!got[0].contains("right input"), "{got:?}");
+    assert!(got[0].contains("BETWEEN"), "{got:?}");
+
+    // Two streams: both sides, in one notice.
+    client
+        .batch_execute(
+            "CREATE MATERIALIZED VIEW click_views AS
+             SELECT c.ts AS click_ts, v.ts AS view_ts FROM clicks c JOIN views v ON c.user_id = v.user_id",
+        )
+        .await
+        .unwrap();
+    let got = drain(&mut notices);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].contains("left input (\"clicks\")"), "{got:?}");
+    assert!(got[0].contains("right input (\"views\")"), "{got:?}");
+
+    // Two tables with deletes: state follows their rows, no notice.
+    client
+        .batch_execute(
+            "CREATE TABLE names (id INT PRIMARY KEY, alias VARCHAR);
+             CREATE MATERIALIZED VIEW aliases AS SELECT u.id, n.alias FROM users u JOIN names n ON u.id = n.id",
+        )
+        .await
+        .unwrap();
+    assert_eq!(drain(&mut notices), Vec::<String>::new());
+}

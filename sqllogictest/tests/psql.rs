@@ -1,5 +1,6 @@
-//! psql's meta-commands (`\d`, `\dt`, `\dv`, `\dm`, `\d name`, `\l`, `\dn`) against a real
-//! eddy: psql sends its own catalog queries, and its output must list Eddy's objects.
+//! psql's meta-commands (`\d`, `\dt`, `\dt+`, `\dv`, `\dm`, `\dm+`, `\d name`, `\l`, `\l+`,
+//! `\dn`) against a real eddy: psql sends its own catalog queries, and its output must list
+//! Eddy's objects.
 
 mod common;
 
@@ -126,6 +127,24 @@ async fn psql_meta_commands_list_eddys_objects() {
             .any(|line| line.starts_with("dev|")),
         "{databases}"
     );
+    // The `+` forms add sizes (pg_size_pretty over pg_database_size / pg_table_size).
+    let databases = psql(&eddy, &psql_bin, r"\l+");
+    let header = lines(&databases)[1];
+    assert!(header.contains("|Size|"), "{databases}");
+    assert!(
+        lines(&databases).iter().any(|l| l.starts_with("dev|")
+            && (l.contains(" bytes|") || l.contains(" kB|") || l.contains(" MB|"))),
+        "{databases}"
+    );
+    let tables = psql(&eddy, &psql_bin, r"\dt+");
+    assert!(lines(&tables)[1].contains("|Size|"), "{tables}");
+    assert!(tables.contains("public|readings|table|"), "{tables}");
+    let matviews = psql(&eddy, &psql_bin, r"\dm+");
+    assert!(
+        matviews.contains("public|per_sensor|materialized view|"),
+        "{matviews}"
+    );
+
     let schemas = psql(&eddy, &psql_bin, r"\dn");
     let schemas = lines(&schemas);
     assert_eq!(schemas[1], "Name|Owner");

@@ -1,7 +1,9 @@
 //! Runs every `slt/**/*.slt` file against a fresh `eddy` process with its own
-//! temporary data directory, over pgwire with the standard
-//! `postgres-extended` engine, so a file passes here exactly when it passes
-//! under `sqllogictest --engine postgres-extended`.
+//! temporary data directory, over pgwire, twice: with the standard `postgres`
+//! engine (simple protocol: the text Eddy prints) and with `postgres-extended`
+//! (binary values, formatted by the engine), so a file passes here exactly when
+//! it passes under `sqllogictest --engine postgres` and `--engine
+//! postgres-extended`, with the same expected results.
 //!
 //! One difference, by design: a `RECOVER` statement is not sent to the
 //! server; the runner kills eddy with SIGKILL, starts it again on the same
@@ -26,7 +28,7 @@ use sqllogictest::{
     default_column_validator, default_normalizer, default_validator, AsyncDB, DBOutput,
     DefaultColumnType, Runner,
 };
-use sqllogictest_engines::postgres::PostgresExtended;
+use sqllogictest_engines::postgres::{PostgresExtended, PostgresSimple};
 use tokio::sync::Mutex;
 
 /// Seconds one file may take before it counts as failed (`EDDY_SLT_TIMEOUT`).
@@ -83,24 +85,27 @@ fn main() -> ExitCode {
             .unwrap_or(file)
             .display()
             .to_string();
-        let started = Instant::now();
-        let outcome = runtime.block_on(run_file_with_timeout(file.clone(), timeout));
-        let secs = started.elapsed().as_secs_f64();
-        match outcome {
-            Ok(()) => {
-                passed += 1;
-                println!("PASS {name} ({secs:.2}s)");
-            }
-            Err(message) => {
-                failed += 1;
-                let first = message.lines().next().unwrap_or_default();
-                println!("FAIL {name} ({secs:.2}s): {first}");
-                for line in message.lines().skip(1) {
-                    println!("    {line}");
+        for engine in [EngineKind::Simple, EngineKind::Extended] {
+            let started = Instant::now();
+            let outcome = runtime.block_on(run_file_with_timeout(file.clone(), engine, timeout));
+            let secs = started.elapsed().as_secs_f64();
+            let engine = engine.name();
+            match outcome {
+                Ok(()) => {
+                    passed += 1;
+                    println!("PASS {name} [{engine}] ({secs:.2}s)");
+                }
+                Err(message) => {
+                    failed += 1;
+                    let first = message.lines().next().unwrap_or_default();
+                    println!("FAIL {name} [{engine}] ({secs:.2}s): {first}");
+                    for line in message.lines().skip(1) {
+                        println!("    {line}");
+                    }
                 }
             }
+            let _ = std::io::stdout().flush();
         }
-        let _ = std::io::stdout().flush();
     }
     println!("{passed} passed, {failed} failed");
     if failed == 0 {
@@ -136,7 +141,11 @@ fn slt_files(root: &Path, filter: Option<&str>) -> std::io::Result<Vec<PathBuf>>
 /// Runs one file against a fresh eddy, in its own task so that a panic (the
 /// engine panics on a column type it cannot format) or a hang fails this
 /// file only. On failure, the message ends with eddy's log.
-async fn run_file_with_timeout(file: PathBuf, timeout: Duration) -> Result<(), String> {
+async fn run_file_with_timeout(
+    file: PathBuf,
+    engine: EngineKind,
+    timeout: Duration,
+) -> Result<(), String> {
     let process = EddyProcess::start_fresh()
         .await
         .map_err(|err| format!("{err:#}"))?;
@@ -145,7 +154,7 @@ async fn run_file_with_timeout(file: PathBuf, timeout: Duration) -> Result<(), S
         generation: 0,
         last_sql: None,
     }));
-    let mut task = tokio::spawn(run_file(file, Arc::clone(&server)));
+    let mut task = tokio::spawn(run_file(file, engine, Arc::clone(&server)));
     let message = match tokio::time::timeout(timeout, &mut task).await {
         Ok(Ok(Ok(()))) => return Ok(()),
         Ok(Ok(Err(test_error))) => test_error,
@@ -188,8 +197,12 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Runs the records of `file` like the standard CLI does.
-async fn run_file(file: PathBuf, server: Arc<Mutex<Server>>) -> Result<(), String> {
-    let mut runner = Runner::new(move || EddyDb::connect(Arc::clone(&server)));
+async fn run_file(
+    file: PathBuf,
+    engine: EngineKind,
+    server: Arc<Mutex<Server>>,
+) -> Result<(), String> {
+    let mut runner = Runner::new(move || EddyDb::connect(Arc::clone(&server), engine));
     // The same settings as the standard CLI, named here to keep them so.
     runner.with_validator(default_validator);
     runner.with_normalizer(default_normalizer);
@@ -211,23 +224,71 @@ struct Server {
     last_sql: Option<String>,
 }
 
-/// The standard postgres-extended engine, plus `RECOVER` as a real crash
-/// and restart of the server process.
+/// Which of the standard engines runs a file.
+#[derive(Debug, Clone, Copy)]
+enum EngineKind {
+    Simple,
+    Extended,
+}
+
+impl EngineKind {
+    /// The name `skipif`/`onlyif` see, as under the CLI.
+    fn name(self) -> &'static str {
+        match self {
+            EngineKind::Simple => "postgres",
+            EngineKind::Extended => "postgres-extended",
+        }
+    }
+
+    async fn connect(self, config: tokio_postgres::Config) -> Result<Engine, EddyDbError> {
+        Ok(match self {
+            EngineKind::Simple => Engine::Simple(PostgresSimple::connect(config).await?),
+            EngineKind::Extended => Engine::Extended(PostgresExtended::connect(config).await?),
+        })
+    }
+}
+
+/// One connection of a standard engine.
+enum Engine {
+    Simple(PostgresSimple),
+    Extended(PostgresExtended),
+}
+
+impl Engine {
+    async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, EddyDbError> {
+        Ok(match self {
+            Engine::Simple(conn) => conn.run(sql).await?,
+            Engine::Extended(conn) => conn.run(sql).await?,
+        })
+    }
+
+    async fn shutdown(&mut self) {
+        match self {
+            Engine::Simple(conn) => AsyncDB::shutdown(conn).await,
+            Engine::Extended(conn) => AsyncDB::shutdown(conn).await,
+        }
+    }
+}
+
+/// A standard engine, plus `RECOVER` as a real crash and restart of the
+/// server process.
 struct EddyDb {
     server: Arc<Mutex<Server>>,
-    conn: Option<PostgresExtended>,
+    kind: EngineKind,
+    conn: Option<Engine>,
     generation: u64,
 }
 
 impl EddyDb {
-    async fn connect(server: Arc<Mutex<Server>>) -> Result<Self, EddyDbError> {
+    async fn connect(server: Arc<Mutex<Server>>, kind: EngineKind) -> Result<Self, EddyDbError> {
         let (conn, generation) = {
             let guard = server.lock().await;
-            let conn = PostgresExtended::connect(guard.process.pg_config()).await?;
+            let conn = kind.connect(guard.process.pg_config()).await?;
             (conn, guard.generation)
         };
         Ok(Self {
             server,
+            kind,
             conn: Some(conn),
             generation,
         })
@@ -245,18 +306,18 @@ impl EddyDb {
             .map_err(EddyDbError::Harness)?;
         guard.generation += 1;
         self.generation = guard.generation;
-        self.conn = Some(PostgresExtended::connect(guard.process.pg_config()).await?);
+        self.conn = Some(self.kind.connect(guard.process.pg_config()).await?);
         Ok(())
     }
 
     /// Notes `sql` as the statement running and reopens this connection if
     /// the server restarted since it was made.
-    async fn prepare_to_run(&mut self, sql: &str) -> Result<&mut PostgresExtended, EddyDbError> {
+    async fn prepare_to_run(&mut self, sql: &str) -> Result<&mut Engine, EddyDbError> {
         let mut guard = self.server.lock().await;
         guard.last_sql = Some(sql.to_string());
         if self.conn.is_none() || guard.generation != self.generation {
             self.conn = None;
-            self.conn = Some(PostgresExtended::connect(guard.process.pg_config()).await?);
+            self.conn = Some(self.kind.connect(guard.process.pg_config()).await?);
             self.generation = guard.generation;
         }
         drop(guard);
@@ -288,13 +349,13 @@ impl AsyncDB for EddyDb {
 
     async fn shutdown(&mut self) {
         if let Some(conn) = self.conn.as_mut() {
-            AsyncDB::shutdown(conn).await;
+            conn.shutdown().await;
         }
     }
 
     /// The engine's name, so `skipif`/`onlyif` act as under the CLI.
     fn engine_name(&self) -> &str {
-        "postgres-extended"
+        self.kind.name()
     }
 
     async fn sleep(dur: Duration) {

@@ -68,7 +68,9 @@ impl Engine {
                 self.sources.insert(entry.name.clone(), (entry, def));
             }
             Restore::View(plan) => {
-                let graph = Graph::build(&plan, &entry.table_ids, self.store.as_ref())?;
+                let graph = Graph::build(&plan, &entry.table_ids, &self.store, &|name| {
+                    self.stored_relation(name)
+                })?;
                 let readers = self.open_view_readers(&entry.name, &plan, &entry.table_ids)?;
                 self.views.insert(
                     entry.name.clone(),
@@ -84,6 +86,23 @@ impl Engine {
         self.publish_stats();
         Ok(())
     }
+    /// Where a table or view keeps its rows (for lookup joins).
+    pub(super) fn stored_relation(&self, name: &str) -> Option<crate::join::StoredRelation> {
+        if let Some((entry, table)) = self.tables.get(name) {
+            return Some(crate::join::StoredRelation {
+                table: entry.table_ids[0],
+                key_fields: table.def.key_fields(),
+                schema: table.def.schema.clone(),
+            });
+        }
+        let view = self.views.get(name)?;
+        Some(crate::join::StoredRelation {
+            table: view.entry.table_ids[0],
+            key_fields: view.graph.key_fields().to_vec(),
+            schema: view.plan.schema.clone(),
+        })
+    }
+
     pub(super) fn name_taken(&self, name: &str) -> bool {
         self.tables.contains_key(name)
             || self.views.contains_key(name)
@@ -159,7 +178,9 @@ impl Engine {
         let ids = Graph::table_ids_needed(&plan) + sources_read;
         let first_id = self.counters.next_table_id;
         let table_ids: Vec<TableId> = (0..ids as TableId).map(|i| first_id + i).collect();
-        let mut graph = Graph::build(&plan, &table_ids, self.store.as_ref())?;
+        let mut graph = Graph::build(&plan, &table_ids, &self.store, &|name| {
+            self.stored_relation(name)
+        })?;
         // Backfill: a view over tables or other views starts from every row that holds now,
         // then their watermarks (a source gets a reader of its own instead), one input after
         // the other, so that a join sees the first input's rows when the second's arrive.

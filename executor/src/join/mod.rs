@@ -13,7 +13,10 @@
 //! One row matching many emits in bounded chunks: its candidates are taken from the other
 //! side's state a slice at a time.
 
+mod asof;
+mod lookup;
 mod output;
+mod pairs;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -26,12 +29,17 @@ use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::arrow::row::Rows;
 use datafusion::common::JoinType;
 use datafusion::physical_expr::PhysicalExpr;
+use eddy_planner::window::to_micros;
 use eddy_planner::{JoinClock, JoinPlan};
 use eddy_storage::{EpochBatch, Store, TableId};
+use hashbrown::HashMap;
 
 use crate::stats::JoinSideStats;
 use crate::{Barrier, ExecError, Message, Operator, Result, StreamChunk, Watermark};
 use output::OutputBuilder;
+
+pub use asof::AsofJoinOperator;
+pub use lookup::{LookupJoinOperator, StoredRelation};
 use state::SideState;
 
 /// Candidate pairs evaluated (and output rows built) at a time.
@@ -90,8 +98,10 @@ pub struct JoinOperator {
     shape: Shape,
     sides: [SideState; 2],
     output: OutputBuilder,
-    /// Per derived clock: each side's newest bound, and the value last emitted.
-    clocks: Vec<(JoinClock, [Option<i64>; 2], Option<i64>)>,
+    /// Each input's newest value of each of its clocks.
+    latest: [HashMap<usize, i64>; 2],
+    /// Per derived clock: the value last emitted.
+    clocks: Vec<(JoinClock, Option<i64>)>,
 }
 
 /// One row of the chunk being applied.
@@ -101,6 +111,8 @@ struct Probe {
     insert: bool,
     /// Whether the row's key can match at all (a NULL key cannot, unless NULLs match).
     matchable: bool,
+    /// The row's eviction column (micros), when its side has one.
+    time: Option<i64>,
     /// Candidates that passed the predicate so far.
     matches: u64,
 }
@@ -131,28 +143,30 @@ impl JoinOperator {
         schema: SchemaRef,
         store: &dyn Store,
     ) -> Result<Self> {
-        let open = |side: &eddy_planner::JoinSideInfo, table| {
+        let open = |side: &eddy_planner::JoinSideInfo, table, s: usize| {
+            let evict_column = plan.evictions[s].map(|e| e.column);
             SideState::open(
                 table,
                 &side.schema,
                 &side.key_fields,
                 &plan.key_types,
+                evict_column,
                 store,
             )
         };
-        let sides = [open(&plan.left, tables[0])?, open(&plan.right, tables[1])?];
+        let sides = [
+            open(&plan.left, tables[0], 0)?,
+            open(&plan.right, tables[1], 1)?,
+        ];
         let shape = Shape::of(plan.join_type);
         let output = OutputBuilder::new(&plan, schema);
-        let clocks = plan
-            .clocks
-            .iter()
-            .map(|c| (*c, [None, None], None))
-            .collect();
+        let clocks = plan.clocks.iter().map(|c| (c.clone(), None)).collect();
         Ok(Self {
             plan,
             shape,
             sides,
             output,
+            latest: [HashMap::new(), HashMap::new()],
             clocks,
         })
     }
@@ -173,8 +187,15 @@ impl JoinOperator {
         let join_keys = self.sides[s].key_codec.encode(&keys)?;
         let row_keys = self.sides[s].stream_key_codec.encode(chunk.key_columns())?;
         let stored = self.sides[s].row_codec.encode(chunk.batch.columns())?;
+        let times = match self.sides[s].evict_column {
+            Some(column) => Some(to_micros(chunk.batch.column(column))?),
+            None => None,
+        };
         let mut probes: Vec<Probe> = (0..chunk.len())
             .map(|i| Probe {
+                time: times
+                    .as_ref()
+                    .and_then(|t| t.is_valid(i).then(|| t.value(i))),
                 join_key: join_keys.row(i).as_ref().into(),
                 row_key: row_keys.row(i).as_ref().into(),
                 insert: chunk.ops[i].is_insert(),
@@ -298,6 +319,8 @@ impl JoinOperator {
                 } else {
                     None
                 };
+                // Padded at eviction: no padded row was emitted, so none goes.
+                let crossed = crossed.filter(|_| !self.plan.pad_on_eviction);
                 match (insert, crossed) {
                     (true, Some((0, _))) => {
                         // The other row's first match: its padded row goes first.
@@ -339,7 +362,9 @@ impl JoinOperator {
     /// or filtered output, and its place in this side's state.
     fn finish(&mut self, s: usize, row: usize, probe: &Probe, stored: &[u8]) {
         match self.shape {
-            Shape::Pairs { pads } if pads[s] && probe.matches == 0 => {
+            Shape::Pairs { pads }
+                if pads[s] && probe.matches == 0 && !self.plan.pad_on_eviction =>
+            {
                 self.output.pad_this(probe.insert, row);
             }
             Shape::Filter { kept, kind } if kept == s => {
@@ -363,11 +388,50 @@ impl JoinOperator {
                 } else {
                     0
                 };
-                side.insert(&probe.join_key, &probe.row_key, stored.into(), degree, true);
+                side.insert(
+                    &probe.join_key,
+                    &probe.row_key,
+                    stored.into(),
+                    degree,
+                    probe.time,
+                    true,
+                );
             } else {
                 side.remove(&probe.join_key, &probe.row_key);
             }
         }
+    }
+
+    /// Evicts side `s`'s rows below `bound`. Eviction emits nothing, except that an outer
+    /// side padded at eviction (EMIT ON WINDOW CLOSE) emits its never-matched rows then.
+    fn evict(&mut self, s: usize, bound: i64, out: &mut Vec<Message>) -> Result<()> {
+        let evicted = self.sides[s].evict_below(bound);
+        let pads =
+            matches!(self.shape, Shape::Pairs { pads } if pads[s]) && self.plan.pad_on_eviction;
+        if !pads {
+            return Ok(());
+        }
+        let unmatched: Vec<&[u8]> = evicted
+            .iter()
+            .filter(|e| e.degree == 0)
+            .map(|e| e.row.as_ref())
+            .collect();
+        if unmatched.is_empty() {
+            return Ok(());
+        }
+        let batch = self.sides[s].row_codec.decode(unmatched)?;
+        let key_len = self.side_plan(s).key_fields.len();
+        let rows = StreamChunk {
+            ops: vec![crate::Op::Insert; batch.num_rows()],
+            batch,
+            key_len,
+        };
+        self.output.start(s, &rows);
+        for row in 0..rows.len() {
+            self.output.pad_this(true, row);
+            self.output.flush_if_full(out)?;
+        }
+        self.output.emit(out)
     }
 
     fn evaluate_filter(
@@ -417,7 +481,7 @@ fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<
         .collect::<Result<Vec<_>, _>>()?)
 }
 
-fn internal(message: &str) -> ExecError {
+pub(crate) fn internal(message: &str) -> ExecError {
     ExecError::DataFusion(datafusion::error::DataFusionError::Internal(message.into()))
 }
 
@@ -447,22 +511,36 @@ impl Operator for JoinOperator {
         watermark: Watermark,
         out: &mut Vec<Message>,
     ) -> Result<()> {
-        for (clock, bounds, emitted) in &mut self.clocks {
-            let (id, shift) = if input == 0 { clock.left } else { clock.right };
-            if watermark.clock != id {
-                continue;
+        let latest = self.latest[input]
+            .entry(watermark.clock)
+            .or_insert(watermark.value);
+        *latest = (*latest).max(watermark.value);
+        let value = *latest;
+        // Rows of the other side no future row of this input can match leave the state.
+        let other = 1 - input;
+        if let Some(eviction) = self.plan.evictions[other] {
+            if eviction.clock == watermark.clock {
+                self.evict(other, value.saturating_add(eviction.shift), out)?;
             }
-            let bound = watermark.value.saturating_add(shift);
-            bounds[input] = Some(bounds[input].map_or(bound, |b| b.max(bound)));
-            if let [Some(l), Some(r)] = *bounds {
-                let value = l.min(r);
-                if emitted.is_none_or(|e| value > e) {
-                    *emitted = Some(value);
-                    out.push(Message::Watermark(Watermark {
-                        clock: clock.clock,
-                        value,
-                    }));
-                }
+        }
+        // Then the clocks the output carries (after any padded rows the eviction emitted).
+        for (clock, emitted) in &mut self.clocks {
+            let bounds: Option<Vec<i64>> = clock
+                .terms
+                .iter()
+                .map(|&(side, id, shift)| {
+                    self.latest[side].get(&id).map(|v| v.saturating_add(shift))
+                })
+                .collect();
+            let Some(value) = bounds.and_then(|b| b.into_iter().min()) else {
+                continue;
+            };
+            if emitted.is_none_or(|e| value > e) {
+                *emitted = Some(value);
+                out.push(Message::Watermark(Watermark {
+                    clock: clock.clock,
+                    value,
+                }));
             }
         }
         // The inputs' own clocks bound nothing in the output.
@@ -498,7 +576,8 @@ impl Operator for JoinOperator {
                 bytes: side.bytes,
                 max_rows_per_key: side.max_rows_per_key,
                 max_fan_out: side.max_fan_out,
-                rows_evicted: 0,
+                rows_evicted: side.rows_evicted,
+                retention: side.retention,
             })
             .collect()
     }

@@ -7,7 +7,7 @@
 //! room to split a join's state across threads by key hash later. Its value is the degree,
 //! the join key's length, then the row.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
@@ -21,6 +21,8 @@ pub(super) struct Entry {
     /// Visible columns then stream key, in Arrow's row format.
     pub row: Box<[u8]>,
     pub degree: u64,
+    /// The value of the side's eviction column (micros), when the side has one.
+    pub time: Option<i64>,
 }
 
 /// A stored row's place: (join key, row key).
@@ -40,10 +42,16 @@ pub(super) struct SideState {
     pub buckets: HashMap<Box<[u8]>, Bucket>,
     /// Rows changed since the last barrier.
     dirty: HashSet<RowId>,
+    /// With an eviction rule: the column it reads, and the rows by that column's value.
+    pub evict_column: Option<usize>,
+    by_time: BTreeSet<(i64, RowId)>,
+    /// The bound below which rows were evicted last (micros).
+    pub retention: Option<i64>,
     pub rows: u64,
     pub bytes: u64,
     pub max_rows_per_key: u64,
     pub max_fan_out: u64,
+    pub rows_evicted: u64,
 }
 
 /// How many partitions the state's keys are spread over (the prefix of every key).
@@ -75,6 +83,7 @@ impl SideState {
         visible: &Schema,
         key_fields: &[Field],
         key_types: &[DataType],
+        evict_column: Option<usize>,
         store: &dyn Store,
     ) -> Result<Self> {
         let row_fields = visible
@@ -93,11 +102,16 @@ impl SideState {
             stream_key_codec: RowCodec::new(nullable(key_fields.iter().cloned()))?,
             buckets: HashMap::new(),
             dirty: HashSet::new(),
+            evict_column,
+            by_time: BTreeSet::new(),
+            retention: None,
             rows: 0,
             bytes: 0,
             max_rows_per_key: 0,
             max_fan_out: 0,
+            rows_evicted: 0,
         };
+        let mut loaded = Vec::new();
         for (key, value) in store.scan_table(table)? {
             let corrupt = || StorageError::Corrupt(format!("join state row in table {table}"));
             if value.len() < 12 || key.len() < 2 {
@@ -111,28 +125,66 @@ impl SideState {
                 return Err(corrupt().into());
             }
             let (join_key, row_key) = rest.split_at(key_len);
-            side.insert(join_key, row_key, value[12..].into(), degree, false);
+            loaded.push((
+                join_key.to_vec(),
+                row_key.to_vec(),
+                value[12..].to_vec(),
+                degree,
+            ));
+        }
+        // The eviction column's values, decoded a batch of rows at a time.
+        for rows in loaded.chunks(4096) {
+            let times = match evict_column {
+                Some(column) => {
+                    let batch = side.row_codec.decode(rows.iter().map(|r| r.2.as_slice()))?;
+                    Some(eddy_planner::window::to_micros(batch.column(column))?)
+                }
+                None => None,
+            };
+            for (i, (join_key, row_key, row, degree)) in rows.iter().enumerate() {
+                let time = times.as_ref().and_then(|t| {
+                    datafusion::arrow::array::Array::is_valid(t, i).then(|| t.value(i))
+                });
+                side.insert(
+                    join_key,
+                    row_key,
+                    row.as_slice().into(),
+                    *degree,
+                    time,
+                    false,
+                );
+            }
         }
         Ok(side)
     }
 
-    /// Adds a row; `dirty` when it must be written at the next barrier.
+    /// Adds a row (`time`: its eviction column's value); `dirty` when it must be written at the
+    /// next barrier.
     pub fn insert(
         &mut self,
         join_key: &[u8],
         row_key: &[u8],
         row: Box<[u8]>,
         degree: u64,
+        time: Option<i64>,
         dirty: bool,
     ) {
         self.bytes += row.len() as u64;
         let bucket = self.buckets.entry_ref(join_key).or_default();
-        if let Some(old) = bucket.insert(row_key.into(), Entry { row, degree }) {
+        if let Some(old) = bucket.insert(row_key.into(), Entry { row, degree, time }) {
             self.bytes -= old.row.len() as u64;
+            if let Some(old_time) = old.time {
+                self.by_time
+                    .remove(&(old_time, (join_key.into(), row_key.into())));
+            }
         } else {
             self.rows += 1;
         }
         self.max_rows_per_key = self.max_rows_per_key.max(bucket.len() as u64);
+        if let Some(time) = time {
+            self.by_time
+                .insert((time, (join_key.into(), row_key.into())));
+        }
         if dirty {
             self.dirty.insert((join_key.into(), row_key.into()));
         }
@@ -151,8 +203,42 @@ impl SideState {
         }
         self.rows -= 1;
         self.bytes -= old.row.len() as u64;
+        if let Some(time) = old.time {
+            self.by_time
+                .remove(&(time, (join_key.into(), row_key.into())));
+        }
         self.dirty.insert((join_key.into(), row_key.into()));
         true
+    }
+
+    /// Evicts the rows whose eviction column is below `bound`: they leave the state (and the
+    /// store) without any output. Returns them, oldest first.
+    pub fn evict_below(&mut self, bound: i64) -> Vec<Entry> {
+        self.retention = Some(self.retention.map_or(bound, |r| r.max(bound)));
+        let mut evicted = Vec::new();
+        while let Some((time, _)) = self.by_time.first() {
+            if *time >= bound {
+                break;
+            }
+            let Some((_, (join_key, row_key))) = self.by_time.pop_first() else {
+                break;
+            };
+            let Some(bucket) = self.buckets.get_mut(&join_key) else {
+                continue;
+            };
+            let Some(entry) = bucket.remove(&row_key) else {
+                continue;
+            };
+            if bucket.is_empty() {
+                self.buckets.remove(&join_key);
+            }
+            self.rows -= 1;
+            self.bytes -= entry.row.len() as u64;
+            self.rows_evicted += 1;
+            self.dirty.insert((join_key, row_key));
+            evicted.push(entry);
+        }
+        evicted
     }
 
     /// Changes a stored row's degree by `delta`; returns (old, new), or None when the row is

@@ -102,6 +102,8 @@ fn plan(join_type: JoinType, with_filter: bool) -> (JoinPlan, SchemaRef) {
         filter,
         output_key,
         clocks: Vec::new(),
+        evictions: [None, None],
+        pad_on_eviction: false,
     };
     (plan, Arc::new(Schema::new(fields)))
 }

@@ -14,6 +14,10 @@ struct Args {
     /// The first seed.
     #[arg(long, default_value_t = 1)]
     first: u64,
+    /// Which cases: windowed views (`windows`), joins (`joins`), time-bounded joins of two
+    /// streams (`stream-joins`) or all of them (`all`).
+    #[arg(long, default_value = "all")]
+    kind: String,
 }
 
 #[tokio::main]
@@ -22,11 +26,26 @@ async fn main() -> std::process::ExitCode {
     let started = Instant::now();
     let mut failed = Vec::new();
     for seed in args.first..args.first + args.seeds {
-        match eddy_oracle::run_case(seed).await {
-            Ok(()) => println!("seed {seed}: ok"),
-            Err(error) => {
-                println!("seed {seed}: FAILED\n{error:#}");
-                failed.push(seed);
+        let mut outcomes = Vec::new();
+        if args.kind == "all" || args.kind == "windows" {
+            outcomes.push(("windows", eddy_oracle::run_case(seed).await));
+        }
+        if args.kind == "all" || args.kind == "joins" {
+            outcomes.push(("joins", eddy_oracle::run_join_case(seed).await));
+        }
+        if args.kind == "all" || args.kind == "stream-joins" {
+            outcomes.push((
+                "stream-joins",
+                eddy_oracle::run_stream_join_case(seed).await,
+            ));
+        }
+        for (kind, outcome) in outcomes {
+            match outcome {
+                Ok(()) => println!("seed {seed} ({kind}): ok"),
+                Err(error) => {
+                    println!("seed {seed} ({kind}): FAILED\n{error:#}");
+                    failed.push(format!("{seed} ({kind})"));
+                }
             }
         }
     }

@@ -195,10 +195,13 @@ impl Planner<'_> {
         } else {
             Vec::new()
         };
+        let windows =
+            super::project_windows(&planned.node.windows, &aggregate.group_expr, input_schema);
         let mut node = planned
             .node
             .wrap(NodeKind::Aggregate(Box::new(plan)), schema.clone());
         node.watermarks = watermarks;
+        node.windows = windows;
         // The group columns are the stream key.
         node.key_fields = schema.fields()[..groups]
             .iter()

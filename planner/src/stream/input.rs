@@ -10,6 +10,7 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use super::{
     key_field, NodeKind, Planned, Planner, SourceInfo, StreamInput, StreamNode, WatermarkColumn,
+    WindowColumn,
 };
 use crate::window::WindowTableProvider;
 use crate::{PlanError, Result};
@@ -99,6 +100,7 @@ impl Planner<'_> {
             key_columns,
             append_only: source.append_only,
             watermarks,
+            windows: Vec::new(),
         };
         self.inputs.push(StreamInput { source, clock_base });
         node
@@ -162,6 +164,21 @@ impl Planner<'_> {
             key_columns,
             append_only: input.append_only,
             watermarks,
+            // A session's bounds are not a window join's: only TUMBLE, HOP and CUMULATE count.
+            windows: if window.spec.is_session() {
+                Vec::new()
+            } else {
+                vec![
+                    WindowColumn {
+                        column: start,
+                        spec: window.spec,
+                    },
+                    WindowColumn {
+                        column: start + 1,
+                        spec: window.spec,
+                    },
+                ]
+            },
             inputs: vec![input],
         };
         if let Some(projection) = &scan.projection {
@@ -176,12 +193,14 @@ impl Planner<'_> {
                 .collect::<Result<Vec<Arc<dyn PhysicalExpr>>>>()?;
             let watermarks = super::project_watermarks(&node.watermarks, &exprs, &df_full);
             let key_columns = super::project_key_columns(&node.key_columns, &exprs, &df_full);
+            let windows = super::project_windows(&node.windows, &exprs, &df_full);
             node = node.wrap(
                 NodeKind::Project { exprs: physical },
                 Arc::new(scan.projected_schema.as_arrow().clone()),
             );
             node.watermarks = watermarks;
             node.key_columns = key_columns;
+            node.windows = windows;
         }
         Ok(Planned {
             node,

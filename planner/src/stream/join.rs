@@ -14,7 +14,8 @@ use datafusion::logical_expr::{Expr, ExprSchemable, Join};
 use datafusion::physical_expr::expressions::CastExpr;
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::{NodeKind, Planned, Planner, StreamNode, WatermarkColumn};
+use super::join_bounds::{evictions, Eviction};
+use super::{NodeKind, Planned, Planner, StreamNode, WatermarkColumn, WindowColumn};
 use crate::{PlanError, Result};
 
 /// What the join knows about one of its inputs.
@@ -47,12 +48,11 @@ pub enum JoinOutputKey {
     Right,
 }
 
-/// A clock the join derives from an equality of two watermarked columns: no future output row
-/// has either column below `min(left clock + left shift, right clock + right shift)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A clock the join derives for an output column: the minimum of its terms, each an input's
+/// clock plus a shift: `(input, clock, shift)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JoinClock {
-    pub left: (usize, i64),
-    pub right: (usize, i64),
+    pub terms: Vec<(usize, usize, i64)>,
     pub clock: usize,
 }
 
@@ -69,6 +69,12 @@ pub struct JoinPlan {
     pub filter: Option<Arc<dyn PhysicalExpr>>,
     pub output_key: JoinOutputKey,
     pub clocks: Vec<JoinClock>,
+    /// Per side (left, right): the rule evicting rows no future row of the other side can
+    /// match (only when both inputs are append-only).
+    pub evictions: [Option<Eviction>; 2],
+    /// An outer side's unmatched rows are padded once, when evicted (EMIT ON WINDOW CLOSE),
+    /// rather than at once and retracted on a match.
+    pub pad_on_eviction: bool,
 }
 
 impl JoinPlan {
@@ -92,7 +98,9 @@ impl JoinPlan {
     pub(super) fn unbounded_state(&self) -> Vec<String> {
         [("left", &self.left), ("right", &self.right)]
             .into_iter()
-            .filter(|(_, side)| side.append_only)
+            .zip(&self.evictions)
+            .filter(|((_, side), eviction)| side.append_only && eviction.is_none())
+            .map(|(side, _)| side)
             .map(|(which, side)| {
                 format!(
                     "the join keeps every row of its {which} input ({}) forever: that input only grows and no time condition bounds the join. To bound it, join the same TUMBLE or HOP window on both sides (ON ... AND l.window_start = r.window_start AND l.window_end = r.window_end) or add a time condition between watermarked columns (AND l.ts BETWEEN r.ts - INTERVAL '...' AND r.ts + INTERVAL '...')",
@@ -113,6 +121,9 @@ fn quoted(names: &[String]) -> String {
 
 impl Planner<'_> {
     pub(super) fn plan_join(&mut self, join: &Join) -> Result<Planned> {
+        if let Some((name, args)) = super::temporal::marker(join) {
+            return self.plan_marked_join(join, &name, &args);
+        }
         let condition = || {
             join.filter
                 .as_ref()
@@ -139,18 +150,8 @@ impl Planner<'_> {
             }
         }
         let (left_schema, right_schema) = (join.left.schema(), join.right.schema());
-        let mut key_types = Vec::with_capacity(join.on.len());
-        let mut left_keys = Vec::with_capacity(join.on.len());
-        let mut right_keys = Vec::with_capacity(join.on.len());
-        for (l, r) in &join.on {
-            let (lt, rt) = (l.get_type(left_schema)?, r.get_type(right_schema)?);
-            let common = comparison_coercion(&lt, &rt).ok_or_else(|| {
-                PlanError::Invalid(format!("cannot join {l} ({lt}) with {r} ({rt})"))
-            })?;
-            left_keys.push(cast_to(self.physical(l, left_schema)?, &lt, &common));
-            right_keys.push(cast_to(self.physical(r, right_schema)?, &rt, &common));
-            key_types.push(common);
-        }
+        let (left_keys, right_keys, key_types) =
+            self.join_keys(&join.on, [left_schema, right_schema])?;
         let filter = match &join.filter {
             Some(filter) => {
                 let both = left_schema.join(right_schema)?;
@@ -222,56 +223,74 @@ impl Planner<'_> {
             }
         };
         let both_append_only = left.node.append_only && right.node.append_only;
+        check_windows(&join.on, &left, &right, &left_columns, &right_columns)?;
+        // Eviction is exact only when neither input retracts: a delete of an evicted row, or of a
+        // row that matched one, could not be followed.
+        let pairs: Vec<(Option<usize>, Option<usize>)> = left_columns
+            .iter()
+            .copied()
+            .zip(right_columns.iter().copied())
+            .collect();
+        let evictions = if both_append_only {
+            evictions(
+                &pairs,
+                join.filter.as_ref(),
+                [left_schema, right_schema],
+                [&left.node, &right.node],
+            )
+        } else {
+            [None, None]
+        };
+        let bounded = evictions.iter().all(Option::is_some);
+        let pad_on_eviction = self.emit_on_window_close && join.join_type.is_outer() && bounded;
         let append_only = both_append_only
-            && matches!(
+            && (matches!(
                 join.join_type,
                 JoinType::Inner | JoinType::LeftSemi | JoinType::RightSemi
-            );
-        let (clocks, watermarks) =
-            self.join_clocks(join.join_type, &left, &right, &left_columns, &right_columns);
-        let reads = |node: &StreamNode| -> Vec<String> {
-            let mut names = Vec::new();
-            for n in node.walk() {
-                if let NodeKind::Input { input, .. } = &n.kind {
-                    let name = self.inputs[*input].source.name.clone();
-                    if !names.contains(&name) {
-                        names.push(name);
-                    }
-                }
-            }
-            names
+            ) || pad_on_eviction);
+        let (clocks, watermarks) = if append_only {
+            self.join_clocks(join.join_type, &left, &right, &evictions)
+        } else {
+            (Vec::new(), Vec::new())
         };
-        let side = |planned: &Planned,
-                    keys: Vec<Arc<dyn PhysicalExpr>>,
-                    names: Vec<String>,
-                    unique_per_key: bool| JoinSideInfo {
-            keys,
-            key_names: names,
-            schema: planned.node.schema.clone(),
-            key_fields: planned.node.key_fields.clone(),
-            append_only: planned.node.append_only,
-            reads: reads(&planned.node),
-            unique_per_key,
-        };
+        let left_width = left.node.schema.fields().len();
+        let mut windows = Vec::new();
+        if join.join_type != JoinType::RightSemi
+            && join.join_type != JoinType::RightAnti
+            && join.join_type != JoinType::RightMark
+        {
+            windows.extend(left.node.windows.iter().copied());
+        }
+        if !matches!(
+            join.join_type,
+            JoinType::LeftSemi | JoinType::LeftAnti | JoinType::LeftMark
+        ) {
+            let shift = if matches!(
+                join.join_type,
+                JoinType::RightSemi | JoinType::RightAnti | JoinType::RightMark
+            ) {
+                0
+            } else {
+                left_width
+            };
+            windows.extend(right.node.windows.iter().map(|w| WindowColumn {
+                column: w.column + shift,
+                ..*w
+            }));
+        }
+        let left_names = join.on.iter().map(|(l, _)| l.to_string()).collect();
+        let right_names = join.on.iter().map(|(_, r)| r.to_string()).collect();
         let plan = JoinPlan {
             join_type: join.join_type,
-            left: side(
-                &left,
-                left_keys,
-                join.on.iter().map(|(l, _)| l.to_string()).collect(),
-                left_unique,
-            ),
-            right: side(
-                &right,
-                right_keys,
-                join.on.iter().map(|(_, r)| r.to_string()).collect(),
-                right_unique,
-            ),
+            left: self.side_info(&left, left_keys, left_names, left_unique),
+            right: self.side_info(&right, right_keys, right_names, right_unique),
             key_types,
             nulls_match: join.null_equality == NullEquality::NullEqualsNull,
             filter,
             output_key,
             clocks,
+            evictions,
+            pad_on_eviction,
         };
         let node = StreamNode {
             kind: NodeKind::Join(Box::new(plan)),
@@ -280,6 +299,7 @@ impl Planner<'_> {
             key_columns,
             append_only,
             watermarks,
+            windows,
             inputs: vec![left.node, right.node],
         };
         Ok(Planned {
@@ -290,57 +310,165 @@ impl Planner<'_> {
         })
     }
 
-    /// Clocks for the equalities of two watermarked columns, where the output keeps them
-    /// bounded (inner and semi joins: an outer join's padded rows are retracted later).
+    /// The clocks of an append-only output: a side's watermarked column keeps a bound when its
+    /// rows are evicted by that column (`c < other's bound` cannot match any more), the
+    /// smaller of its own clock and the eviction bound: future rows of its side are above the
+    /// first, rows still kept above the second.
     fn join_clocks(
         &mut self,
         join_type: JoinType,
         left: &Planned,
         right: &Planned,
-        left_columns: &[Option<usize>],
-        right_columns: &[Option<usize>],
+        evictions: &[Option<Eviction>; 2],
     ) -> (Vec<JoinClock>, Vec<WatermarkColumn>) {
         let left_width = left.node.schema.fields().len();
+        let (outputs_left, outputs_right) = (
+            !matches!(
+                join_type,
+                JoinType::RightSemi | JoinType::RightAnti | JoinType::RightMark
+            ),
+            !matches!(
+                join_type,
+                JoinType::LeftSemi | JoinType::LeftAnti | JoinType::LeftMark
+            ),
+        );
         let mut clocks = Vec::new();
         let mut watermarks = Vec::new();
-        if !matches!(
-            join_type,
-            JoinType::Inner | JoinType::LeftSemi | JoinType::RightSemi
-        ) {
-            return (clocks, watermarks);
-        }
-        for (l, r) in left_columns.iter().zip(right_columns) {
-            let (Some(l), Some(r)) = (l, r) else { continue };
-            let (Some(lw), Some(rw)) = (left.node.watermark_on(*l), right.node.watermark_on(*r))
-            else {
+        for (side, node) in [&left.node, &right.node].into_iter().enumerate() {
+            let outputs = if side == 0 {
+                outputs_left
+            } else {
+                outputs_right
+            };
+            let Some(eviction) = evictions[side] else {
                 continue;
             };
+            let Some(own) = node.watermark_on(eviction.column) else {
+                continue;
+            };
+            if !outputs {
+                continue;
+            }
             let clock = self.new_clock();
             clocks.push(JoinClock {
-                left: (lw.clock, lw.shift),
-                right: (rw.clock, rw.shift),
+                terms: vec![
+                    (side, own.clock, own.shift),
+                    (1 - side, eviction.clock, eviction.shift),
+                ],
                 clock,
             });
-            let bound = |column| WatermarkColumn {
-                column,
+            let offset = if side == 1 && outputs_left {
+                left_width
+            } else {
+                0
+            };
+            watermarks.push(WatermarkColumn {
+                column: eviction.column + offset,
                 clock,
                 shift: 0,
-            };
-            match join_type {
-                JoinType::Inner => {
-                    watermarks.push(bound(*l));
-                    watermarks.push(bound(left_width + r));
-                }
-                JoinType::LeftSemi => watermarks.push(bound(*l)),
-                _ => watermarks.push(bound(*r)),
-            }
+            });
         }
         (clocks, watermarks)
     }
 }
 
+/// A window join needs the same window on both sides: two window columns joined by an equality
+/// must come from window TVFs of the same kind and sizes.
+fn check_windows(
+    on: &[(Expr, Expr)],
+    left: &Planned,
+    right: &Planned,
+    left_columns: &[Option<usize>],
+    right_columns: &[Option<usize>],
+) -> Result<()> {
+    for ((l, r), (expr_l, expr_r)) in left_columns.iter().zip(right_columns).zip(on) {
+        let (Some(l), Some(r)) = (l, r) else { continue };
+        let window = |node: &StreamNode, column: usize| {
+            node.windows
+                .iter()
+                .find(|w| w.column == column)
+                .map(|w| w.spec)
+        };
+        if let (Some(a), Some(b)) = (window(&left.node, *l), window(&right.node, *r)) {
+            if a != b {
+                return Err(PlanError::Invalid(format!(
+                    "a window join needs the same window on both sides: {expr_l} is a window of {} but {expr_r} one of {}",
+                    crate::explain::window(&a),
+                    crate::explain::window(&b)
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Planner<'_> {
+    /// The tables, sources or views read under `node`, each once.
+    pub(super) fn reads(&self, node: &StreamNode) -> Vec<String> {
+        let mut names = Vec::new();
+        for n in node.walk() {
+            if let NodeKind::Input { input, .. } = &n.kind {
+                let name = self.inputs[*input].source.name.clone();
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+        names
+    }
+
+    /// The key expressions of both sides, cast to common types, and those types.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn join_keys(
+        &self,
+        on: &[(Expr, Expr)],
+        schemas: [&datafusion::common::DFSchema; 2],
+    ) -> Result<(
+        Vec<Arc<dyn PhysicalExpr>>,
+        Vec<Arc<dyn PhysicalExpr>>,
+        Vec<DataType>,
+    )> {
+        let mut left_keys = Vec::with_capacity(on.len());
+        let mut right_keys = Vec::with_capacity(on.len());
+        let mut types = Vec::with_capacity(on.len());
+        for (l, r) in on {
+            let (lt, rt) = (l.get_type(schemas[0])?, r.get_type(schemas[1])?);
+            let common = comparison_coercion(&lt, &rt).ok_or_else(|| {
+                PlanError::Invalid(format!("cannot join {l} ({lt}) with {r} ({rt})"))
+            })?;
+            left_keys.push(cast_to(self.physical(l, schemas[0])?, &lt, &common));
+            right_keys.push(cast_to(self.physical(r, schemas[1])?, &rt, &common));
+            types.push(common);
+        }
+        Ok((left_keys, right_keys, types))
+    }
+
+    /// What a join knows about one planned input.
+    pub(super) fn side_info(
+        &self,
+        planned: &Planned,
+        keys: Vec<Arc<dyn PhysicalExpr>>,
+        key_names: Vec<String>,
+        unique_per_key: bool,
+    ) -> JoinSideInfo {
+        JoinSideInfo {
+            keys,
+            key_names,
+            schema: planned.node.schema.clone(),
+            key_fields: planned.node.key_fields.clone(),
+            append_only: planned.node.append_only,
+            reads: self.reads(&planned.node),
+            unique_per_key,
+        }
+    }
+}
+
 /// `expr` cast from `from` to `to` when they differ.
-fn cast_to(expr: Arc<dyn PhysicalExpr>, from: &DataType, to: &DataType) -> Arc<dyn PhysicalExpr> {
+pub(super) fn cast_to(
+    expr: Arc<dyn PhysicalExpr>,
+    from: &DataType,
+    to: &DataType,
+) -> Arc<dyn PhysicalExpr> {
     if from == to {
         expr
     } else {

@@ -17,7 +17,9 @@
 mod aggregate;
 mod input;
 mod join;
+mod join_bounds;
 mod project;
+mod temporal;
 
 use std::fmt;
 use std::sync::Arc;
@@ -31,6 +33,8 @@ use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 
 pub use aggregate::{AggregatePlan, SessionWindow, WindowBound};
 pub use join::{JoinClock, JoinOutputKey, JoinPlan, JoinSideInfo};
+pub use join_bounds::Eviction;
+pub use temporal::{AsofOrder, AsofPlan, LookupPlan};
 
 use crate::window::WindowSpec;
 use crate::{PlanError, Result};
@@ -49,12 +53,22 @@ pub struct WatermarkColumn {
     pub shift: i64,
 }
 
+/// A `window_start` or `window_end` column of a window TVF, as far as the column is still
+/// a plain copy of it (a window join needs the same window on both sides).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowColumn {
+    pub column: usize,
+    pub spec: WindowSpec,
+}
+
 /// What the stream planner needs to know about a table, source or view a view reads.
 #[derive(Debug, Clone)]
 pub struct SourceInfo {
     pub name: String,
     /// The visible columns' names (for EXPLAIN).
     pub columns: Vec<String>,
+    /// The visible columns' types.
+    pub types: Vec<DataType>,
     /// The stream key's fields, carried after the visible columns.
     pub key_fields: Vec<Field>,
     /// The visible columns the stream key repeats (a primary key, a view's group columns), when
@@ -119,6 +133,10 @@ pub enum NodeKind {
     },
     Aggregate(Box<AggregatePlan>),
     Join(Box<JoinPlan>),
+    /// ASOF joins and event-time temporal joins.
+    Asof(Box<AsofPlan>),
+    /// Lookups into a table's or view's current rows (`FOR SYSTEM_TIME AS OF PROCTIME()`).
+    Lookup(Box<LookupPlan>),
 }
 
 /// One incremental operator and the inputs it reads (none for an input, two for a join).
@@ -136,6 +154,8 @@ pub struct StreamNode {
     pub append_only: bool,
     /// The columns of this node's output that clocks bound.
     pub watermarks: Vec<WatermarkColumn>,
+    /// The window columns of window TVFs among the output columns.
+    pub windows: Vec<WindowColumn>,
 }
 
 impl StreamNode {
@@ -152,7 +172,7 @@ impl StreamNode {
     pub fn state_tables(&self) -> usize {
         match &self.kind {
             NodeKind::Aggregate(_) => 1,
-            NodeKind::Join(_) => 2,
+            NodeKind::Join(_) | NodeKind::Asof(_) => 2,
             _ => 0,
         }
     }
@@ -170,6 +190,7 @@ impl StreamNode {
             key_columns: self.key_columns.clone(),
             append_only: self.append_only,
             watermarks: self.watermarks.clone(),
+            windows: self.windows.clone(),
             inputs: vec![self],
         }
     }
@@ -205,6 +226,12 @@ impl StreamPlan {
                 .fields()
                 .iter()
                 .map(|f| f.name().clone())
+                .collect(),
+            types: self
+                .schema
+                .fields()
+                .iter()
+                .map(|f| f.data_type().clone())
                 .collect(),
             key_fields: self.key_fields.clone(),
             key_columns: self.root.key_columns.clone(),
@@ -248,10 +275,26 @@ impl StreamPlan {
             .flat_map(|node| match &node.kind {
                 NodeKind::Aggregate(agg) => agg.unbounded_state(&node.inputs[0], self),
                 NodeKind::Join(join) => join.unbounded_state(),
+                NodeKind::Asof(asof) if !asof.final_rows => vec![format!(
+                    "the ASOF join keeps every row of both inputs ({} and {}) forever, to re-match them when the other side changes",
+                    asof.left.reads.join(", "),
+                    asof.right.reads.join(", ")
+                )],
                 _ => Vec::new(),
             })
             .collect();
         (!reasons.is_empty()).then(|| reasons.join("; "))
+    }
+
+    /// Why this view's answer depends on when rows arrive (and a replay may differ), if it does.
+    pub fn not_replayable(&self) -> Option<String> {
+        self.root.walk().into_iter().find_map(|node| match &node.kind {
+            NodeKind::Lookup(lookup) => Some(format!(
+                "its lookup join (FOR SYSTEM_TIME AS OF PROCTIME()) joins each row with the rows of \"{}\" at the moment it arrives: the answer depends on arrival order and is not replayable (FOR SYSTEM_TIME AS OF a time column, or ASOF JOIN, are)",
+                lookup.table
+            )),
+            _ => None,
+        })
     }
 
     /// The name of the table, source or view read under `node` (the first, for a join).
@@ -327,11 +370,15 @@ pub fn plan_stream(
                 .into(),
         ));
     }
-    if emit_on_window_close
-        && !planned.any_node(|n| matches!(&n.kind, NodeKind::Aggregate(a) if a.window.is_some()))
-    {
+    let closes = |n: &StreamNode| match &n.kind {
+        NodeKind::Aggregate(a) => a.window.is_some(),
+        NodeKind::Join(j) => j.evictions.iter().all(Option::is_some),
+        NodeKind::Asof(a) => a.final_rows,
+        _ => false,
+    };
+    if emit_on_window_close && !planned.any_node(closes) {
         return Err(PlanError::Invalid(
-            "EMIT ON WINDOW CLOSE needs a GROUP BY on window_start or window_end of a TUMBLE, HOP, CUMULATE or SESSION window".into(),
+            "EMIT ON WINDOW CLOSE needs a GROUP BY on window_start or window_end of a TUMBLE, HOP, CUMULATE or SESSION window, or a join a watermark bounds on both sides (a window join, an interval join)".into(),
         ));
     }
     let root = planned.node;
@@ -378,21 +425,45 @@ impl Planner<'_> {
     }
 }
 
+/// For each of `exprs`, the input column it copies (a plain column reference), if any.
+fn copied_columns(exprs: &[Expr], input: &DFSchema) -> Vec<Option<usize>> {
+    exprs
+        .iter()
+        .map(|e| match e.clone().unalias() {
+            Expr::Column(c) => input.index_of_column(&c).ok(),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The watermarked columns left after `exprs` (plain column references keep theirs).
 fn project_watermarks(
     watermarks: &[WatermarkColumn],
     exprs: &[Expr],
     input: &DFSchema,
 ) -> Vec<WatermarkColumn> {
-    exprs
-        .iter()
+    copied_columns(exprs, input)
+        .into_iter()
         .enumerate()
-        .filter_map(|(i, e)| {
-            let Expr::Column(c) = e.clone().unalias() else {
-                return None;
-            };
-            let from = watermark_on(watermarks, input.index_of_column(&c).ok()?)?;
+        .filter_map(|(i, from)| {
+            let from = watermark_on(watermarks, from?)?;
             Some(WatermarkColumn { column: i, ..from })
+        })
+        .collect()
+}
+
+/// The window columns left after `exprs`.
+fn project_windows(
+    windows: &[WindowColumn],
+    exprs: &[Expr],
+    input: &DFSchema,
+) -> Vec<WindowColumn> {
+    copied_columns(exprs, input)
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, from)| {
+            let from = windows.iter().find(|w| Some(w.column) == from)?;
+            Some(WindowColumn { column: i, ..*from })
         })
         .collect()
 }
@@ -404,13 +475,7 @@ fn project_key_columns(
     input: &DFSchema,
 ) -> Option<Vec<usize>> {
     let key = key.as_ref()?;
-    let positions: Vec<Option<usize>> = exprs
-        .iter()
-        .map(|e| match e.clone().unalias() {
-            Expr::Column(c) => input.index_of_column(&c).ok(),
-            _ => None,
-        })
-        .collect();
+    let positions = copied_columns(exprs, input);
     key.iter()
         .map(|k| positions.iter().position(|p| *p == Some(*k)))
         .collect()

@@ -45,6 +45,7 @@ impl Planner<'_> {
             .collect::<Result<Vec<_>>>()?;
         let watermarks = project_watermarks(&planned.node.watermarks, &projection.expr, input);
         let key_columns = project_key_columns(&planned.node.key_columns, &projection.expr, input);
+        let windows = super::project_windows(&planned.node.windows, &projection.expr, input);
         let mut schema = projection.schema.as_arrow().clone();
         if let Some(keep) = planned.session_keep {
             // The session row filter rides along at the end.
@@ -57,6 +58,7 @@ impl Planner<'_> {
             .wrap(NodeKind::Project { exprs }, Arc::new(schema));
         node.watermarks = watermarks;
         node.key_columns = key_columns;
+        node.windows = windows;
         planned.node = node;
         Ok(planned)
     }

@@ -3,7 +3,8 @@
 //! acknowledged rows (exactly-once across a crash).
 //!
 //! Each round (one seed): create an append-only table with a watermark, a
-//! TUMBLE view and a non-windowed GROUP BY view; insert small multi-row
+//! TUMBLE view, a non-windowed GROUP BY view and a LEFT JOIN of the events
+//! with a dimension table (some keys unmatched); insert small multi-row
 //! INSERTs with increasing timestamps (nothing is late) until eddy is killed
 //! after a random delay; restart, FLUSH, compare. The one INSERT in flight at
 //! the kill may be wholly in or wholly out, never partly. In rounds whose
@@ -15,8 +16,6 @@
 //! drawn from the clock and printed. Prints one line per round, then
 //! `N passed, N failed`.
 
-use std::collections::BTreeMap;
-use std::fmt::{self, Debug};
 use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -25,12 +24,20 @@ use anyhow::{anyhow, bail, ensure, Context, Result};
 use eddy_sqllogictest::{find_eddy_binary, sql_timestamp, EddyProcess, DEFAULT_STOP_TIMEOUT};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use tokio_postgres::types::Type;
-use tokio_postgres::{Client, Row as PgRow};
+use tokio_postgres::Client;
 
-const SETUP_SQL: [&str; 3] = [
+mod answer;
+
+use answer::Answer;
+
+const SETUP_SQL: [&str; 6] = [
     "CREATE TABLE events (k INT, v BIGINT, ts TIMESTAMP, \
      WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) APPEND ONLY",
+    // A dimension table: keys 0..LABELED have a label, the others stay unmatched.
+    "CREATE TABLE labels (k INT PRIMARY KEY, label VARCHAR)",
+    "INSERT INTO labels VALUES (0, 'k0'), (1, 'k1'), (2, 'k2'), (3, 'k3')",
+    "CREATE MATERIALIZED VIEW joined AS \
+     SELECT e.k, e.v, e.ts, l.label FROM events e LEFT JOIN labels l ON e.k = l.k",
     "CREATE MATERIALIZED VIEW win AS \
      SELECT k, window_start, window_end, count(*) AS n, sum(v) AS s, max(v) AS m \
      FROM TUMBLE(events, ts, INTERVAL '1' SECOND) \
@@ -318,7 +325,7 @@ fn describe_pg_error(err: &tokio_postgres::Error) -> String {
 
 /// One input row; `ts_ms` is event time in milliseconds since the Unix epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Row {
+pub(crate) struct Row {
     k: i32,
     v: i64,
     ts_ms: i64,
@@ -417,191 +424,4 @@ async fn insert_until_error(
             }
         }
     }
-}
-
-/// Contents of the table and both views, in comparable form.
-#[derive(PartialEq, Eq)]
-struct Answer {
-    /// `win`: (k, window_start ms) → (count, sum, max).
-    windows: BTreeMap<(i32, i64), (i64, i64, i64)>,
-    /// `totals`: k → (count, sum).
-    totals: BTreeMap<i32, (i64, i64)>,
-    /// `events`, sorted.
-    table: Vec<Row>,
-}
-
-impl Answer {
-    /// The batch answer over `rows`.
-    fn of(rows: &[Row]) -> Self {
-        let mut windows = BTreeMap::new();
-        let mut totals = BTreeMap::new();
-        for row in rows {
-            let start = row.ts_ms.div_euclid(WINDOW_MS) * WINDOW_MS;
-            let (n, s, m) = windows.entry((row.k, start)).or_insert((0, 0, i64::MIN));
-            *n += 1;
-            *s += row.v;
-            *m = (*m).max(row.v);
-            let (n, s) = totals.entry(row.k).or_insert((0, 0));
-            *n += 1;
-            *s += row.v;
-        }
-        let mut table = rows.to_vec();
-        table.sort();
-        Self {
-            windows,
-            totals,
-            table,
-        }
-    }
-
-    /// What the server holds now.
-    async fn read(client: &Client) -> Result<Self> {
-        let mut windows = BTreeMap::new();
-        let query = "SELECT k, window_start, window_end, n, s, m FROM win";
-        for row in client.query(query, &[]).await.context(query)? {
-            let start = timestamp_ms(&row, 1)?;
-            let end = timestamp_ms(&row, 2)?;
-            ensure!(
-                end - start == WINDOW_MS,
-                "win: window [{start}, {end}) ms is not {WINDOW_MS} ms long"
-            );
-            let key = (int(&row, 0)? as i32, start);
-            let value = (int(&row, 3)?, int(&row, 4)?, int(&row, 5)?);
-            ensure!(
-                windows.insert(key, value).is_none(),
-                "win: duplicate row for {key:?}"
-            );
-        }
-        let mut totals = BTreeMap::new();
-        let query = "SELECT k, n, s FROM totals";
-        for row in client.query(query, &[]).await.context(query)? {
-            let key = int(&row, 0)? as i32;
-            ensure!(
-                totals.insert(key, (int(&row, 1)?, int(&row, 2)?)).is_none(),
-                "totals: duplicate row for k={key}"
-            );
-        }
-        let mut table = Vec::new();
-        let query = "SELECT k, v, ts FROM events";
-        for row in client.query(query, &[]).await.context(query)? {
-            table.push(Row {
-                k: int(&row, 0)? as i32,
-                v: int(&row, 1)?,
-                ts_ms: timestamp_ms(&row, 2)?,
-            });
-        }
-        table.sort();
-        Ok(Self {
-            windows,
-            totals,
-            table,
-        })
-    }
-
-    /// A readable account of how `self` (actual) differs from `expected`.
-    fn diff(&self, expected: &Self) -> String {
-        let mut out = String::new();
-        diff_maps("win", &self.windows, &expected.windows, &mut out);
-        diff_maps("totals", &self.totals, &expected.totals, &mut out);
-        if self.table != expected.table {
-            out.push_str(&format!(
-                "  events: {} rows, expected {}\n",
-                self.table.len(),
-                expected.table.len()
-            ));
-            let missing = expected
-                .table
-                .iter()
-                .filter(|row| !self.table.contains(row));
-            for row in missing.take(5) {
-                out.push_str(&format!("  events: missing {row:?}\n"));
-            }
-            let extra = self
-                .table
-                .iter()
-                .filter(|row| !expected.table.contains(row));
-            for row in extra.take(5) {
-                out.push_str(&format!("  events: unexpected {row:?}\n"));
-            }
-        }
-        if out.is_empty() {
-            out.push_str("  (no difference)\n");
-        }
-        out
-    }
-}
-
-impl Debug for Answer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "Answer {{ {} windows, {} keys, {} rows }}",
-            self.windows.len(),
-            self.totals.len(),
-            self.table.len()
-        )
-    }
-}
-
-/// Appends up to 10 differences between two maps to `out`.
-fn diff_maps<K: Ord + Debug, V: PartialEq + Debug>(
-    name: &str,
-    actual: &BTreeMap<K, V>,
-    expected: &BTreeMap<K, V>,
-    out: &mut String,
-) {
-    let mut lines = Vec::new();
-    for (key, want) in expected {
-        match actual.get(key) {
-            None => lines.push(format!("  {name}: missing {key:?} => {want:?}")),
-            Some(got) if got != want => {
-                lines.push(format!("  {name}: {key:?} => {got:?}, expected {want:?}"));
-            }
-            Some(_) => {}
-        }
-    }
-    for (key, got) in actual {
-        if !expected.contains_key(key) {
-            lines.push(format!("  {name}: unexpected {key:?} => {got:?}"));
-        }
-    }
-    if !lines.is_empty() {
-        out.push_str(&format!(
-            "  {name}: {} rows, expected {}; {} differences\n",
-            actual.len(),
-            expected.len(),
-            lines.len()
-        ));
-    }
-    for line in lines.into_iter().take(10) {
-        out.push_str(&line);
-        out.push('\n');
-    }
-}
-
-/// An integer column of any width.
-fn int(row: &PgRow, idx: usize) -> Result<i64> {
-    let column = &row.columns()[idx];
-    let value = match *column.type_() {
-        Type::INT2 => row.try_get::<_, Option<i16>>(idx)?.map(i64::from),
-        Type::INT4 => row.try_get::<_, Option<i32>>(idx)?.map(i64::from),
-        Type::INT8 => row.try_get::<_, Option<i64>>(idx)?,
-        ref other => bail!(
-            "column {} has type {other}, expected an integer",
-            column.name()
-        ),
-    };
-    value.with_context(|| format!("column {} is NULL", column.name()))
-}
-
-/// A TIMESTAMP column, in milliseconds since the Unix epoch.
-fn timestamp_ms(row: &PgRow, idx: usize) -> Result<i64> {
-    let name = row.columns()[idx].name().to_string();
-    let time: SystemTime = row
-        .try_get(idx)
-        .with_context(|| format!("column {name} as TIMESTAMP"))?;
-    let since_epoch = time
-        .duration_since(UNIX_EPOCH)
-        .with_context(|| format!("column {name} is before 1970"))?;
-    Ok(i64::try_from(since_epoch.as_millis())?)
 }

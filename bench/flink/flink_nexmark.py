@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Apache Flink SQL (PyFlink, local mini-cluster, streaming mode, event time) running a Nexmark
+join query over the person, auction and bid JSON-lines files that `eddy-bench nexmark-files`
+writes, so that Flink and Eddy read the very same events.
+
+    flink_nexmark.py DIR --query q3|q20 [-p 1] [--sink blackhole|count]
+
+Prints one line `FLINK_RESULT {json}`: the job's wall time (after the mini-cluster is up and a
+warm-up job has run), the CPU-seconds of the whole process tree (Python driver and JVM) during
+the job, its peak RSS, the events read (rows of the files the query reads) and, with
+`--sink count`, the number of result rows (inserts minus retractions).
+
+Needs `pip install apache-flink psutil` and a Java 17 runtime.
+"""
+import argparse
+import json
+import os
+import threading
+import time
+
+import psutil
+
+COLUMNS = {
+    "person": "id BIGINT, name STRING, email_address STRING, credit_card STRING, city STRING, "
+              "state STRING, date_time TIMESTAMP_LTZ(3), extra STRING",
+    "auction": "id BIGINT, item_name STRING, description STRING, initial_bid BIGINT, reserve BIGINT, "
+               "date_time TIMESTAMP_LTZ(3), expires TIMESTAMP_LTZ(3), seller BIGINT, category BIGINT, "
+               "extra STRING",
+    "bid": "auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING, "
+           "date_time TIMESTAMP_LTZ(3), extra STRING",
+}
+
+# The standard Nexmark forms, as Eddy's eddy-bench runs them.
+QUERIES = {
+    "q3": ("SELECT P.name, P.city, P.state, A.id FROM auction A JOIN person P ON A.seller = P.id "
+           "WHERE A.category = 10 AND P.state IN ('OR', 'ID', 'CA')",
+           ["auction", "person"], "name STRING, city STRING, state STRING, id BIGINT"),
+    "q20": ("SELECT B.auction, B.bidder, B.price, B.channel, B.url, B.date_time, B.extra, "
+            "A.item_name, A.description, A.initial_bid, A.reserve, A.date_time AS a_date_time, "
+            "A.expires, A.seller, A.category, A.extra AS a_extra "
+            "FROM bid B JOIN auction A ON B.auction = A.id WHERE A.category = 10",
+            ["bid", "auction"],
+            "auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING, "
+            "date_time TIMESTAMP_LTZ(3), extra STRING, item_name STRING, description STRING, "
+            "initial_bid BIGINT, reserve BIGINT, a_date_time TIMESTAMP_LTZ(3), "
+            "expires TIMESTAMP_LTZ(3), seller BIGINT, category BIGINT, a_extra STRING"),
+}
+
+
+def tree(measure):
+    me = psutil.Process()
+    total = 0
+    for process in [me] + me.children(recursive=True):
+        try:
+            total += measure(process)
+        except psutil.Error:
+            pass
+    return total
+
+
+def cpu(process):
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+def lines(path):
+    with open(path, "rb") as f:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+
+
+args = argparse.ArgumentParser()
+args.add_argument("dir")
+args.add_argument("--query", choices=sorted(QUERIES), default="q20")
+args.add_argument("-p", "--parallelism", type=int, default=1)
+args.add_argument("--sink", choices=["blackhole", "count"], default="blackhole")
+a = args.parse_args()
+query, tables, sink_columns = QUERIES[a.query]
+
+from pyflink.table import EnvironmentSettings, TableEnvironment  # noqa: E402
+
+env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+env.get_config().set("parallelism.default", str(a.parallelism))
+env.get_config().set("table.local-time-zone", "UTC")
+
+
+def source(name, path):
+    env.execute_sql(f"""
+    CREATE TEMPORARY TABLE {name} ({COLUMNS[name.split('_')[0]]},
+        WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND
+    ) WITH ('connector' = 'filesystem', 'path' = '{os.path.abspath(path)}', 'format' = 'json',
+            'json.timestamp-format.standard' = 'ISO-8601', 'json.fail-on-missing-field' = 'false')""")
+
+
+# Warm-up: the same query over the first line of each file (class loading, planning, deploy).
+warm = "/tmp/flink-nexmark-warmup"
+os.makedirs(warm, exist_ok=True)
+for table in tables:
+    with open(os.path.join(a.dir, f"{table}.jsonl")) as f, open(os.path.join(warm, f"{table}.jsonl"), "w") as w:
+        w.write(f.readline())
+    source(f"{table}_warm", os.path.join(warm, f"{table}.jsonl"))
+env.execute_sql(f"CREATE TEMPORARY TABLE warm_sink ({sink_columns}) WITH ('connector' = 'blackhole')")
+warm_query = query
+for table in tables:
+    warm_query = warm_query.replace(f"FROM {table} ", f"FROM {table}_warm ").replace(f"JOIN {table} ", f"JOIN {table}_warm ")
+env.execute_sql("INSERT INTO warm_sink " + warm_query).wait()
+
+for table in tables:
+    source(table, os.path.join(a.dir, f"{table}.jsonl"))
+events = sum(lines(os.path.join(a.dir, f"{t}.jsonl")) for t in tables)
+if a.sink == "blackhole":
+    env.execute_sql(f"CREATE TEMPORARY TABLE sink ({sink_columns}) WITH ('connector' = 'blackhole')")
+peak = [tree(lambda p: p.memory_info().rss)]
+stop = threading.Event()
+
+
+def sample():
+    while not stop.is_set():
+        peak[0] = max(peak[0], tree(lambda p: p.memory_info().rss))
+        stop.wait(0.1)
+
+
+sampler = threading.Thread(target=sample, daemon=True)
+sampler.start()
+cpu0, t0 = tree(cpu), time.time()
+result_rows = None
+if a.sink == "blackhole":
+    env.execute_sql("INSERT INTO sink " + query).wait()
+else:
+    result_rows = 0
+    with env.execute_sql(query).collect() as results:
+        for row in results:
+            kind = str(row.get_row_kind())
+            result_rows += -1 if ("DELETE" in kind or "UPDATE_BEFORE" in kind) else 1
+t1, cpu1 = time.time(), tree(cpu)
+stop.set()
+sampler.join()
+print("FLINK_RESULT " + json.dumps({
+    "query": a.query, "parallelism": a.parallelism, "events": events,
+    "job_s": round(t1 - t0, 2), "job_cpu_s": round(cpu1 - cpu0, 2),
+    "events_per_cpu_s": round(events / max(cpu1 - cpu0, 1e-9)),
+    "peak_rss_mb": round(peak[0] / 2**20), "result_rows": result_rows,
+}))

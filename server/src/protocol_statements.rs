@@ -1,0 +1,62 @@
+//! SQL statements about the connection's protocol state that drivers and poolers send:
+//! `DEALLOCATE [PREPARE] name | ALL` (psycopg 3 after a ROLLBACK, a DROP or an ALTER) and
+//! `DISCARD ALL` (pgbouncer between clients).
+
+use datafusion::sql::sqlparser::ast::{DiscardObject, Statement};
+use pgwire::api::store::PortalStore;
+use pgwire::api::ClientPortalStore;
+
+use crate::database::Outcome;
+use crate::error::{Result, ServerError};
+
+/// Whether this statement is answered here.
+pub fn is_protocol_statement(statement: &Statement) -> bool {
+    matches!(
+        statement,
+        Statement::Deallocate { .. } | Statement::Discard { .. }
+    )
+}
+
+/// Runs DEALLOCATE or DISCARD against the connection's prepared statements, portals,
+/// settings and cursors.
+pub fn execute<C>(client: &mut C, statement: &Statement) -> Result<Outcome>
+where
+    C: ClientPortalStore + pgwire::api::ClientInfo,
+    C::PortalStore: PortalStore,
+{
+    match statement {
+        // pgwire's store cannot list its statements; every Parse replaces the statement of its
+        // name, so a client that re-prepares after DEALLOCATE ALL gets its new statements.
+        Statement::Deallocate { name, .. }
+            if name.quote_style.is_none() && name.value.eq_ignore_ascii_case("all") =>
+        {
+            Ok(Outcome::command("DEALLOCATE ALL"))
+        }
+        Statement::Deallocate { name, .. } => {
+            let store = client.portal_store();
+            if store.get_statement(&name.value).is_none() {
+                return Err(ServerError::new(
+                    "26000",
+                    format!("prepared statement \"{}\" does not exist", name.value),
+                ));
+            }
+            store.rm_statement(&name.value);
+            Ok(Outcome::command("DEALLOCATE"))
+        }
+        Statement::Discard { object_type } => {
+            match object_type {
+                DiscardObject::ALL => {
+                    client.portal_store().clear_portals();
+                    crate::session::reset_all(client.metadata_mut());
+                    crate::cursors::close_all(client);
+                }
+                // No plan cache, sequences or temporary tables: nothing to forget.
+                DiscardObject::PLANS | DiscardObject::SEQUENCES | DiscardObject::TEMP => {}
+            }
+            Ok(Outcome::command(&format!("DISCARD {object_type}")))
+        }
+        other => Err(ServerError::internal(format!(
+            "not a protocol statement: {other}"
+        ))),
+    }
+}

@@ -1,0 +1,7 @@
+-- SQLSTATEs of bad input.
+SELECT 1 / 0
+SELECT * FROM no_such_table
+SELEC 1
+SELECT current_setting('no_such_setting')
+SELECT current_setting('jit')
+SELECT 'abc'::int

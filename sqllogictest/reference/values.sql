@@ -1,0 +1,36 @@
+-- Values as Postgres prints them (text) and sends them (binary). One statement per line.
+-- Floats: shortest digits, %g's switch to exponents, the special values.
+SELECT 21::float8 AS a, 1e15::float8 AS b, 1e14::float8 AS c, 0.1::float8 AS d, 1e-5::float8 AS e
+SELECT 123456789.125::float8 AS a, 1e100::float8 AS b, 1.5e-7::float8 AS c, 0.0001::float8 AS d
+SELECT CAST('Infinity' AS DOUBLE PRECISION) AS a, CAST('-Infinity' AS DOUBLE PRECISION) AS b, CAST('NaN' AS DOUBLE PRECISION) AS c
+SELECT 1.25::real AS a, 16777216::real AS b, 123456.7::real AS c
+SELECT CAST(21 AS DOUBLE PRECISION) / 2 AS half
+-- NUMERIC: literals keep their digits; an unconstrained NUMERIC prints without padding.
+SELECT 1.5 AS a, 1.50 AS b, 0.001 AS c, -2.25 AS d
+SELECT 21::numeric AS a, CAST(123456789012345678.5 AS NUMERIC) AS b
+SELECT CAST(1.5 AS NUMERIC(10, 3)) AS a
+SELECT pg_typeof(1.5)::text AS a, pg_typeof(now())::text AS b, pg_typeof('x'::text)::text AS c
+-- Timestamps, dates and times: no trailing zeros.
+SELECT TIMESTAMP '2026-01-01 00:00:00' AS a, '2026-01-01 12:00:00.5'::timestamp AS b
+SELECT '2026-03-01 12:00:05.123456'::timestamp AS a, DATE '2026-01-01' AS b
+SELECT '12:00:00.5'::time AS a, TIME '23:59:59' AS b
+-- timestamptz in the session's TimeZone.
+SELECT '2026-01-01 00:00:00+00'::timestamptz AS a
+SET TimeZone = 'America/New_York'
+SELECT '2026-01-01 00:00:00+00'::timestamptz AS a, '2026-07-01 00:00:00.25+00'::timestamptz AS b
+SET TimeZone = 'Asia/Kolkata'
+SELECT '2026-01-01 00:00:00+00'::timestamptz AS a
+SET TimeZone = 'UTC'
+-- Intervals as Eddy prints them, read back.
+SELECT INTERVAL '1 day 02:03:04' AS a, INTERVAL '-1 days -02:00:00' AS b, INTERVAL '25:00:00' AS c
+SELECT INTERVAL '1 year 2 mons 3 days 04:05:06.789' AS a
+-- bytea input in hex.
+SELECT '\xdeadbeef'::bytea AS a, '\x00ff'::bytea AS b
+-- Booleans, integers, text.
+SELECT true AS a, false AS b, 1::int2 AS c, 2::int4 AS d, 3::int8 AS e, 'x'::text AS f
+-- JSON operators over text kept as JSON.
+SELECT (CAST('{"a": 1, "b": {"c": "x"}}' AS JSONB) -> 'b')::text AS a, CAST('{"a": 1, "b": {"c": "x"}}' AS JSONB) ->> 'a' AS b
+SELECT (CAST('[10, 20, 30]' AS JSONB) -> 1)::text AS a, CAST('{"s": "text"}' AS JSONB) ->> 's' AS b
+-- Sizes as psql's \l+ and \dt+ show them.
+SELECT pg_size_pretty(CAST(0 AS BIGINT)) AS a, pg_size_pretty(CAST(10239 AS BIGINT)) AS b, pg_size_pretty(CAST(10240 AS BIGINT)) AS c, pg_size_pretty(CAST(123456789 AS BIGINT)) AS d
+SELECT pg_size_pretty(CAST(-10240 AS BIGINT)) AS a, pg_size_pretty(CAST(20971520 AS BIGINT)) AS b, pg_size_pretty(CAST(1099511627776 AS BIGINT)) AS c
