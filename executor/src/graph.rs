@@ -216,6 +216,19 @@ impl Graph {
         self.nodes.iter().map(|n| n.operator.open_windows()).sum()
     }
 
+    /// Rows the view's expressions failed on since the last call (see
+    /// `Operator::take_failed_rows`).
+    pub fn take_failed_rows(&mut self) -> Vec<crate::operators::FailedRow> {
+        self.nodes
+            .iter_mut()
+            .flat_map(|n| n.operator.take_failed_rows())
+            .collect()
+    }
+
+    pub fn rows_failed(&self) -> u64 {
+        self.nodes.iter().map(|n| n.operator.rows_failed()).sum()
+    }
+
     /// Every join's state, per side, joins numbered in build order.
     pub fn join_state(&self) -> Vec<JoinSideStats> {
         let mut sides = Vec::new();

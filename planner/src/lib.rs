@@ -2,6 +2,7 @@
 //!
 //! Modules in data-flow order:
 //!
+//! - [`limits`]: statements too long or too deeply nested, refused before parsing.
 //! - [`statement`]: splits SQL text into statements and parses Eddy's extensions
 //!   (`WATERMARK FOR`, `APPEND ONLY`, `EMIT ON WINDOW CLOSE`, `FLUSH`, `RECOVER`, `SHOW ...`)
 //!   around sqlparser.
@@ -23,6 +24,7 @@ pub mod cursor_statement;
 pub mod error;
 pub mod explain;
 pub mod flink_windows;
+pub mod limits;
 pub mod names;
 pub mod pg_literals;
 pub mod session;

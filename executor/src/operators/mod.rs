@@ -1,11 +1,13 @@
 //! Stateless operators and the materialize sink, one per file.
 
+mod failed_rows;
 mod filter;
 mod input;
 mod materialize;
 mod project;
 mod window;
 
+pub use failed_rows::FailedRow;
 pub use filter::FilterOperator;
 pub use input::InputOperator;
 pub use materialize::MaterializeOperator;
