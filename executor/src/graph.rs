@@ -19,7 +19,8 @@ use eddy_storage::{EpochBatch, Store, TableId};
 use crate::aggregate::{AggregateOperator, SessionAggregateOperator, WindowedAggregateOperator};
 use crate::join::{AsofJoinOperator, JoinOperator, LookupJoinOperator, StoredRelation};
 use crate::operators::{
-    FilterOperator, InputOperator, MaterializeOperator, ProjectOperator, WindowOperator,
+    FilterOperator, InputOperator, MaterializeOperator, ProjectOperator, UnionOperator,
+    WindowOperator,
 };
 use crate::stats::JoinSideStats;
 use crate::{Barrier, ExecError, Message, Operator, Result, StreamChunk};
@@ -327,6 +328,18 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                     node.schema.clone(),
                     self.store.as_ref(),
                 )?)
+            }
+            NodeKind::TopN(top) => {
+                let table = self.state_id()?;
+                Box::new(crate::top_n::TopNOperator::new(
+                    (**top).clone(),
+                    table,
+                    node.schema.clone(),
+                    self.store.as_ref(),
+                )?)
+            }
+            NodeKind::Union(union) => {
+                Box::new(UnionOperator::new((**union).clone(), node.schema.clone()))
             }
             NodeKind::Lookup(lookup) => {
                 let relation = (self.relations)(&lookup.table).ok_or_else(|| {

@@ -18,6 +18,7 @@
 
 pub mod aggregate;
 pub mod chunk;
+pub mod clocks;
 pub mod connector;
 pub mod engine;
 pub mod error;
@@ -29,6 +30,7 @@ pub mod operator;
 pub mod operators;
 pub mod stats;
 pub mod table;
+pub mod top_n;
 pub mod view_errors;
 pub mod watermark;
 

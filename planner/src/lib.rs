@@ -38,8 +38,8 @@ pub use session::SessionPartitionRule;
 pub use statement::{parse_statements, EddyStatement, WatermarkDef};
 pub use stream::{
     AggregatePlan, AsofOrder, AsofPlan, JoinClock, JoinOutputKey, JoinPlan, JoinSideInfo,
-    LookupPlan, NodeKind, SessionWindow, SourceInfo, StreamCatalog, StreamInput, StreamNode,
-    StreamPlan, WatermarkColumn, WindowBound,
+    LookupPlan, NodeKind, PartitionClose, RankKind, SessionWindow, SourceInfo, StreamCatalog,
+    StreamInput, StreamNode, StreamPlan, TopNPlan, UnionPlan, WatermarkColumn, WindowBound,
 };
 pub use window::{
     WindowFunction, WindowKind, WindowSpec, WindowTableFunction, WindowTableProvider,

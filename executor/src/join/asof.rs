@@ -172,7 +172,7 @@ pub struct AsofJoinOperator {
     /// Each left row's current match: (join key, place) → the right row's place.
     matches: HashMap<(Box<[u8]>, Place), Option<Place>>,
     output: PairRows,
-    clocks: super::clocks::InputClocks,
+    clocks: crate::clocks::InputClocks,
     max_fan_out: u64,
 }
 
@@ -194,7 +194,7 @@ impl AsofJoinOperator {
             plan.left.key_fields.len(),
             plan.right_width,
         );
-        let clocks = super::clocks::InputClocks::new(&plan.clocks);
+        let clocks = crate::clocks::InputClocks::new(2, &plan.clocks);
         let mut operator = Self {
             plan,
             left,

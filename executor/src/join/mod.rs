@@ -14,7 +14,6 @@
 //! side's state a slice at a time.
 
 mod asof;
-mod clocks;
 mod lookup;
 mod output;
 mod pairs;
@@ -33,7 +32,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use eddy_planner::window::to_micros;
 use eddy_planner::JoinPlan;
 
-use clocks::InputClocks;
+use crate::clocks::InputClocks;
 use eddy_storage::{EpochBatch, Store, TableId};
 
 use crate::stats::JoinSideStats;
@@ -159,7 +158,7 @@ impl JoinOperator {
         ];
         let shape = Shape::of(plan.join_type);
         let output = OutputBuilder::new(&plan, schema);
-        let clocks = InputClocks::new(&plan.clocks);
+        let clocks = InputClocks::new(2, &plan.clocks);
         Ok(Self {
             plan,
             shape,

@@ -5,6 +5,7 @@ mod filter;
 mod input;
 mod materialize;
 mod project;
+mod union;
 mod window;
 
 pub use failed_rows::FailedRow;
@@ -12,4 +13,5 @@ pub use filter::FilterOperator;
 pub use input::InputOperator;
 pub use materialize::MaterializeOperator;
 pub use project::ProjectOperator;
+pub use union::UnionOperator;
 pub use window::WindowOperator;

@@ -1,4 +1,5 @@
-//! The clocks of a two-input operator's inputs and the clocks it derives from them: each
+//! The clocks of a multi-input operator's inputs (a join, a union) and the clocks it derives
+//! from them: each
 //! derived clock is the minimum of its terms (an input's clock plus a shift), emitted when it
 //! advances. An input whose source has gone idle (every split quiet for
 //! `watermark.idle.timeout`) does not hold a derived clock back while another input is active;
@@ -13,18 +14,18 @@ use crate::{Message, Watermark};
 
 pub struct InputClocks {
     /// Each input's newest value of each of its clocks.
-    latest: [HashMap<usize, i64>; 2],
+    latest: Vec<HashMap<usize, i64>>,
     /// Each input's clocks whose source is idle.
-    idle: [HashSet<usize>; 2],
+    idle: Vec<HashSet<usize>>,
     /// Per derived clock: the value last emitted.
     derived: Vec<(JoinClock, Option<i64>)>,
 }
 
 impl InputClocks {
-    pub fn new(derived: &[JoinClock]) -> Self {
+    pub fn new(inputs: usize, derived: &[JoinClock]) -> Self {
         Self {
-            latest: [HashMap::new(), HashMap::new()],
-            idle: [HashSet::new(), HashSet::new()],
+            latest: vec![HashMap::new(); inputs],
+            idle: vec![HashSet::new(); inputs],
             derived: derived.iter().map(|c| (c.clone(), None)).collect(),
         }
     }
@@ -74,8 +75,8 @@ impl InputClocks {
 /// every term is idle, the largest.
 fn derive(
     clock: &JoinClock,
-    latest: &[HashMap<usize, i64>; 2],
-    idle: &[HashSet<usize>; 2],
+    latest: &[HashMap<usize, i64>],
+    idle: &[HashSet<usize>],
 ) -> Option<i64> {
     let is_idle = |side: usize, id: usize| idle[side].contains(&id);
     let any_active = clock.terms.iter().any(|&(side, id, _)| !is_idle(side, id));
@@ -115,10 +116,13 @@ mod tests {
     }
 
     fn both_sides() -> InputClocks {
-        InputClocks::new(&[JoinClock {
-            terms: vec![(0, 0, 0), (1, 1, -10)],
-            clock: 2,
-        }])
+        InputClocks::new(
+            2,
+            &[JoinClock {
+                terms: vec![(0, 0, 0), (1, 1, -10)],
+                clock: 2,
+            }],
+        )
     }
 
     #[test]
