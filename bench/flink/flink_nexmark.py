@@ -3,7 +3,7 @@
 join query over the person, auction and bid JSON-lines files that `eddy-bench nexmark-files`
 writes, so that Flink and Eddy read the very same events.
 
-    flink_nexmark.py DIR --query q3|q20 [-p 1] [--sink blackhole|count]
+    flink_nexmark.py DIR --query q3|q4|q7|q8|q9|q20 [-p 1] [--sink blackhole|count]
 
 Prints one line `FLINK_RESULT {json}`: the job's wall time (after the mini-cluster is up and a
 warm-up job has run), the CPU-seconds of the whole process tree (Python driver and JVM) during
@@ -15,6 +15,7 @@ Needs `pip install apache-flink psutil` and a Java 17 runtime.
 import argparse
 import json
 import os
+import re
 import threading
 import time
 
@@ -44,6 +45,38 @@ QUERIES = {
             "date_time TIMESTAMP_LTZ(3), extra STRING, item_name STRING, description STRING, "
             "initial_bid BIGINT, reserve BIGINT, a_date_time TIMESTAMP_LTZ(3), "
             "expires TIMESTAMP_LTZ(3), seller BIGINT, category BIGINT, a_extra STRING"),
+    "q4": ("SELECT Q.category, AVG(Q.final) AS avg_final FROM ("
+           "SELECT MAX(B.price) AS final, A.category FROM auction A, bid B "
+           "WHERE A.id = B.auction AND B.date_time BETWEEN A.date_time AND A.expires "
+           "GROUP BY A.id, A.category) Q GROUP BY Q.category",
+           ["bid", "auction"], "category BIGINT, avg_final BIGINT"),
+    "q7": ("SELECT B.auction, B.price, B.bidder, B.date_time FROM bid B JOIN ("
+           "SELECT MAX(price) AS maxprice, window_end AS date_time "
+           "FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(date_time), INTERVAL '10' SECOND)) "
+           "GROUP BY window_start, window_end) B1 ON B.price = B1.maxprice "
+           "WHERE B.date_time BETWEEN B1.date_time - INTERVAL '10' SECOND AND B1.date_time",
+           ["bid"], "auction BIGINT, price BIGINT, bidder BIGINT, date_time TIMESTAMP_LTZ(3)"),
+    "q8": ("SELECT P.id, P.name, P.starttime FROM ("
+           "SELECT id, name, window_start AS starttime, window_end AS endtime "
+           "FROM TABLE(TUMBLE(TABLE person, DESCRIPTOR(date_time), INTERVAL '10' SECOND)) "
+           "GROUP BY id, name, window_start, window_end) P JOIN ("
+           "SELECT seller, window_start AS starttime, window_end AS endtime "
+           "FROM TABLE(TUMBLE(TABLE auction, DESCRIPTOR(date_time), INTERVAL '10' SECOND)) "
+           "GROUP BY seller, window_start, window_end) A "
+           "ON P.id = A.seller AND P.starttime = A.starttime AND P.endtime = A.endtime",
+           ["person", "auction"], "id BIGINT, name STRING, starttime TIMESTAMP(3)"),
+    "q9": ("SELECT id, item_name, description, initial_bid, reserve, date_time, expires, seller, "
+           "category, auction, bidder, price, bid_date_time FROM ("
+           "SELECT A.id, A.item_name, A.description, A.initial_bid, A.reserve, A.date_time, "
+           "A.expires, A.seller, A.category, B.auction, B.bidder, B.price, "
+           "B.date_time AS bid_date_time, ROW_NUMBER() OVER (PARTITION BY A.id "
+           "ORDER BY B.price DESC, B.date_time ASC) AS rownum FROM auction A, bid B "
+           "WHERE A.id = B.auction AND B.date_time BETWEEN A.date_time AND A.expires) "
+           "WHERE rownum <= 1",
+           ["bid", "auction"],
+           "id BIGINT, item_name STRING, description STRING, initial_bid BIGINT, reserve BIGINT, "
+           "date_time TIMESTAMP_LTZ(3), expires TIMESTAMP_LTZ(3), seller BIGINT, category BIGINT, "
+           "auction BIGINT, bidder BIGINT, price BIGINT, bid_date_time TIMESTAMP_LTZ(3)"),
 }
 
 
@@ -101,7 +134,9 @@ for table in tables:
 env.execute_sql(f"CREATE TEMPORARY TABLE warm_sink ({sink_columns}) WITH ('connector' = 'blackhole')")
 warm_query = query
 for table in tables:
-    warm_query = warm_query.replace(f"FROM {table} ", f"FROM {table}_warm ").replace(f"JOIN {table} ", f"JOIN {table}_warm ")
+    # The table where it is read (FROM t, JOIN t, TABLE t, ", t B"), not columns of that name.
+    warm_query = re.sub(rf"\b(FROM|JOIN|TABLE)\s+{table}\b", rf"\1 {table}_warm", warm_query)
+    warm_query = re.sub(rf",\s*{table}\s+([A-Z]\w*)\b", rf", {table}_warm \1", warm_query)
 env.execute_sql("INSERT INTO warm_sink " + warm_query).wait()
 
 for table in tables:

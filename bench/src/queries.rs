@@ -79,6 +79,27 @@ pub enum Query {
     Q3,
     /// Bids expanded with their auction (a stream–table join), auctions of category 10.
     Q20,
+    /// Average closing price per category: each auction's best bid within its lifetime (an
+    /// interval join and an aggregate), averaged per category.
+    Q4,
+    /// Hot items, the standard form: per HOP window, the auctions with the most bids (the
+    /// counts joined with each window's maximum).
+    #[value(name = "q5-standard")]
+    Q5Standard,
+    /// Highest bid, the standard form: each TUMBLE window's maximum price joined back to the
+    /// bids of that window.
+    #[value(name = "q7-standard")]
+    Q7Standard,
+    /// New users: people who opened an auction in the 10 s window they joined in (a window join
+    /// of two windowed aggregates).
+    Q8,
+    /// Winning bids: each auction's highest bid within its lifetime (an interval join and a
+    /// top-1 per auction).
+    Q9,
+    /// Each bidder's last bid per auction (deduplication: ROW_NUMBER = 1, newest first).
+    Q18,
+    /// The 10 highest bids of each auction (a top-N per partition).
+    Q19,
 }
 
 impl Query {
@@ -86,7 +107,8 @@ impl Query {
     pub fn tables(self) -> &'static [Table] {
         match self {
             Query::Q3 => &[Table::Auction, Table::Person],
-            Query::Q20 => &[Table::Bid, Table::Auction],
+            Query::Q20 | Query::Q4 | Query::Q9 => &[Table::Bid, Table::Auction],
+            Query::Q8 => &[Table::Person, Table::Auction],
             _ => &[Table::Bid],
         }
     }
@@ -103,6 +125,64 @@ impl Query {
                  A.item_name, A.description, A.initial_bid, A.reserve, A.date_time AS a_date_time, \
                  A.expires, A.seller, A.category, A.extra AS a_extra \
                  FROM {SOURCE} B JOIN auction A ON B.auction = A.id WHERE A.category = 10"
+            ),
+            Query::Q4 => format!(
+                "SELECT Q.category, avg(Q.final) AS avg FROM ( \
+                   SELECT max(B.price) AS final, A.category FROM auction A, {SOURCE} B \
+                   WHERE A.id = B.auction AND B.date_time BETWEEN A.date_time AND A.expires \
+                   GROUP BY A.id, A.category) Q GROUP BY Q.category"
+            ),
+            Query::Q5Standard => format!(
+                "SELECT AuctionBids.auction, AuctionBids.num FROM ( \
+                   SELECT auction, count(*) AS num, window_start AS starttime \
+                   FROM HOP({SOURCE}, date_time, INTERVAL '2' SECOND, INTERVAL '10' SECOND) \
+                   GROUP BY window_start, auction) AS AuctionBids \
+                 JOIN ( \
+                   SELECT max(CountBids.num) AS maxn, CountBids.starttime_c FROM ( \
+                     SELECT count(*) AS num, window_start AS starttime_c \
+                     FROM HOP({SOURCE}, date_time, INTERVAL '2' SECOND, INTERVAL '10' SECOND) \
+                     GROUP BY auction, window_start) AS CountBids \
+                   GROUP BY CountBids.starttime_c) AS MaxBids \
+                 ON AuctionBids.starttime = MaxBids.starttime_c AND AuctionBids.num >= MaxBids.maxn"
+            ),
+            Query::Q7Standard => format!(
+                "SELECT B.auction, B.price, B.bidder, B.date_time FROM {SOURCE} B \
+                 JOIN (SELECT max(price) AS maxprice, window_end AS date_time \
+                       FROM TUMBLE({SOURCE}, date_time, INTERVAL '10' SECOND) \
+                       GROUP BY window_start, window_end) B1 \
+                 ON B.price = B1.maxprice \
+                 WHERE B.date_time BETWEEN B1.date_time - INTERVAL '10' SECOND AND B1.date_time"
+            ),
+            Query::Q8 => "SELECT P.id, P.name, P.starttime FROM ( \
+                   SELECT id, name, window_start AS starttime, window_end AS endtime \
+                   FROM TUMBLE(person, date_time, INTERVAL '10' SECOND) \
+                   GROUP BY id, name, window_start, window_end) P \
+                 JOIN ( \
+                   SELECT seller, window_start AS starttime, window_end AS endtime \
+                   FROM TUMBLE(auction, date_time, INTERVAL '10' SECOND) \
+                   GROUP BY seller, window_start, window_end) A \
+                 ON P.id = A.seller AND P.starttime = A.starttime AND P.endtime = A.endtime"
+                .to_string(),
+            Query::Q9 => format!(
+                "SELECT id, item_name, description, initial_bid, reserve, date_time, expires, \
+                   seller, category, auction, bidder, price, bid_date_time FROM ( \
+                   SELECT A.id, A.item_name, A.description, A.initial_bid, A.reserve, \
+                     A.date_time, A.expires, A.seller, A.category, \
+                     B.auction, B.bidder, B.price, B.date_time AS bid_date_time, \
+                     ROW_NUMBER() OVER (PARTITION BY A.id ORDER BY B.price DESC, B.date_time ASC) AS rownum \
+                   FROM auction A, {SOURCE} B \
+                   WHERE A.id = B.auction AND B.date_time BETWEEN A.date_time AND A.expires) t \
+                 WHERE rownum <= 1"
+            ),
+            Query::Q18 => format!(
+                "SELECT auction, bidder, price, channel, url, date_time, extra FROM ( \
+                   SELECT *, ROW_NUMBER() OVER (PARTITION BY bidder, auction ORDER BY date_time DESC) AS rank_number \
+                   FROM {SOURCE}) t WHERE rank_number <= 1"
+            ),
+            Query::Q19 => format!(
+                "SELECT auction, bidder, price, channel, url, date_time, extra, rank_number FROM ( \
+                   SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rank_number \
+                   FROM {SOURCE}) t WHERE rank_number <= 10"
             ),
             Query::Q0 => {
                 format!("SELECT auction, bidder, price, channel, url, date_time, extra FROM {SOURCE}")
@@ -139,7 +219,16 @@ impl Query {
     pub fn counted_bids(self) -> Option<(String, i64)> {
         match self {
             Query::Q0 | Query::Q1 => Some((format!("SELECT count(*) FROM {VIEW}"), 1)),
-            Query::Q2 | Query::Q3 | Query::Q20 => None,
+            Query::Q2
+            | Query::Q3
+            | Query::Q20
+            | Query::Q4
+            | Query::Q5Standard
+            | Query::Q7Standard
+            | Query::Q8
+            | Query::Q9
+            | Query::Q18
+            | Query::Q19 => None,
             Query::Q5 => Some((format!("SELECT CAST(sum(num) AS BIGINT) FROM {VIEW}"), 5)),
             Query::Q7 => Some((format!("SELECT CAST(sum(bids) AS BIGINT) FROM {VIEW}"), 1)),
             Query::Q11 => Some((

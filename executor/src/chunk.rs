@@ -117,6 +117,21 @@ pub struct Barrier {
 pub struct Watermark {
     pub clock: usize,
     pub value: i64,
+    /// The source this clock comes from has gone idle (every split quiet): an operator merging
+    /// clocks does not wait for it while another input is active. `value` is `i64::MIN` when
+    /// the source never had a watermark.
+    pub idle: bool,
+}
+
+impl Watermark {
+    /// An active clock at `value`.
+    pub fn at(clock: usize, value: i64) -> Self {
+        Self {
+            clock,
+            value,
+            idle: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -28,6 +28,9 @@ pub struct SplitProgress {
     pub high_watermark: Option<i64>,
     pub last_data: Instant,
     pub idle: bool,
+    /// Whether `high_watermark` was fetched since the connector last lost its broker; until
+    /// it is, a Kafka split cannot tell "caught up" from "cut off", so it is never idle.
+    pub end_fresh: bool,
     /// Messages per second, smoothed.
     pub rate: f64,
     /// Lag in seconds a second ago, to report the trend.
@@ -167,6 +170,7 @@ impl Feed {
                 high_watermark: None,
                 last_data: Instant::now(),
                 idle: false,
+                end_fresh: false,
                 rate: 0.0,
                 previous_lag_seconds: None,
                 lag_trend: None,
@@ -310,7 +314,46 @@ impl Feed {
                 self.split(&report.split).position = position;
             }
         }
-        self.split(&report.split).high_watermark = report.high_watermark;
+        let progress = self.split(&report.split);
+        progress.high_watermark = report.high_watermark;
+        let fresh = report.high_watermark.is_some();
+        if fresh && !progress.end_fresh {
+            // Quiet while cut off is not quiet: a split's idle timeout starts again when its
+            // end is known again (after an outage, or the first report).
+            progress.last_data = Instant::now();
+        }
+        progress.end_fresh = fresh;
+    }
+
+    /// The connector lost its broker: until each split's end is fetched again, none is idle
+    /// (one split's rows arriving first after the outage would otherwise move the watermark
+    /// past the rows the others still hold).
+    pub fn broker_lost(&mut self) {
+        for progress in self.splits.values_mut() {
+            progress.end_fresh = false;
+        }
+    }
+
+    /// Decides which splits are idle now; returns those whose idleness changed. A split is
+    /// idle when it has nothing left to read and no message came for `idle_timeout`; a split
+    /// with messages still unread is slow, not idle (its rows would otherwise arrive late
+    /// behind the others' watermark); a Kafka split whose end is not known afresh is neither.
+    pub fn update_idle(&mut self) -> Vec<(String, bool)> {
+        let timeout = self.idle_timeout;
+        let needs_fresh_end = self.spec.connector == "kafka";
+        let mut changed = Vec::new();
+        for (split, progress) in self.splits.iter_mut() {
+            let lagging = progress
+                .high_watermark
+                .is_some_and(|high| progress.position < high);
+            let known = progress.end_fresh || !needs_fresh_end;
+            let idle = known && !lagging && progress.last_data.elapsed() >= timeout;
+            if idle != progress.idle {
+                progress.idle = idle;
+                changed.push((split.clone(), idle));
+            }
+        }
+        changed
     }
 
     /// Updates rates, estimated ends and lag trends (call about once a second).

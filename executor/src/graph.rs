@@ -19,7 +19,8 @@ use eddy_storage::{EpochBatch, Store, TableId};
 use crate::aggregate::{AggregateOperator, SessionAggregateOperator, WindowedAggregateOperator};
 use crate::join::{AsofJoinOperator, JoinOperator, LookupJoinOperator, StoredRelation};
 use crate::operators::{
-    FilterOperator, InputOperator, MaterializeOperator, ProjectOperator, WindowOperator,
+    FilterOperator, InputOperator, MaterializeOperator, ProjectOperator, UnionOperator,
+    WindowOperator,
 };
 use crate::stats::JoinSideStats;
 use crate::{Barrier, ExecError, Message, Operator, Result, StreamChunk};
@@ -95,7 +96,7 @@ impl Graph {
     pub fn watermarks(&self) -> Vec<crate::Watermark> {
         self.clocks
             .iter()
-            .map(|(&clock, &value)| crate::Watermark { clock, value })
+            .map(|(&clock, &value)| crate::Watermark::at(clock, value))
             .collect()
     }
 
@@ -193,6 +194,9 @@ impl Graph {
     fn materialize_message(&mut self, message: Message, changes: &mut Vec<Message>) -> Result<()> {
         match message {
             Message::Chunk(chunk) => self.materialize.process_chunk(chunk, changes),
+            Message::Watermark(watermark) if watermark.idle && watermark.value == i64::MIN => {
+                self.materialize.process_watermark(watermark, changes)
+            }
             Message::Watermark(watermark) => {
                 let value = self
                     .clocks
@@ -211,6 +215,19 @@ impl Graph {
 
     pub fn open_windows(&self) -> usize {
         self.nodes.iter().map(|n| n.operator.open_windows()).sum()
+    }
+
+    /// Rows the view's expressions failed on since the last call (see
+    /// `Operator::take_failed_rows`).
+    pub fn take_failed_rows(&mut self) -> Vec<crate::operators::FailedRow> {
+        self.nodes
+            .iter_mut()
+            .flat_map(|n| n.operator.take_failed_rows())
+            .collect()
+    }
+
+    pub fn rows_failed(&self) -> u64 {
+        self.nodes.iter().map(|n| n.operator.rows_failed()).sum()
     }
 
     /// Every join's state, per side, joins numbered in build order.
@@ -311,6 +328,18 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                     node.schema.clone(),
                     self.store.as_ref(),
                 )?)
+            }
+            NodeKind::TopN(top) => {
+                let table = self.state_id()?;
+                Box::new(crate::top_n::TopNOperator::new(
+                    (**top).clone(),
+                    table,
+                    node.schema.clone(),
+                    self.store.as_ref(),
+                )?)
+            }
+            NodeKind::Union(union) => {
+                Box::new(UnionOperator::new((**union).clone(), node.schema.clone()))
             }
             NodeKind::Lookup(lookup) => {
                 let relation = (self.relations)(&lookup.table).ok_or_else(|| {

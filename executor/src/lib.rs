@@ -7,25 +7,31 @@
 //! - [`feed`]: a running connector: its thread, positions and progress.
 //! - [`table`]: a table as a source: DML → changelog chunks, watermarks and late rows.
 //! - [`watermark`]: per-split event-time watermarks and lateness.
+//! - [`late_rows`]: the late rows kept for `eddy_catalog.late_rows`.
 //! - [`operator`]: the small `Operator` trait every incremental operator implements.
 //! - [`operators`]: input, filter, project, window assignment, materialize — one per file.
 //! - [`aggregate`]: keyed incremental aggregation over DataFusion accumulators.
+//! - [`view_errors`]: rows a view's expressions failed on, kept for `eddy_catalog.view_errors`.
 //! - [`join`]: equi-joins over changelogs (inner, outer, semi, anti, mark), state by join key.
 //! - [`graph`]: one view's operators as a tree, driven message by message, barriers aligned.
 //! - [`engine`]: the epoch loop: applies DML, runs barriers, commits each epoch atomically.
 
 pub mod aggregate;
 pub mod chunk;
+pub mod clocks;
 pub mod connector;
 pub mod engine;
 pub mod error;
 pub mod feed;
 pub mod graph;
 pub mod join;
+pub mod late_rows;
 pub mod operator;
 pub mod operators;
 pub mod stats;
 pub mod table;
+pub mod top_n;
+pub mod view_errors;
 pub mod watermark;
 
 pub use chunk::{Barrier, Message, Op, StreamChunk, Watermark};

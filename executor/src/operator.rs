@@ -60,6 +60,17 @@ pub trait Operator: Send {
         0
     }
 
+    /// Rows the operator's expressions failed on since the last call, kept for
+    /// `eddy_catalog.view_errors` (operators that evaluate expressions row-wise set them aside
+    /// instead of failing the epoch).
+    fn take_failed_rows(&mut self) -> Vec<crate::operators::FailedRow> {
+        Vec::new()
+    }
+
+    /// How many rows the operator failed on since it started.
+    fn rows_failed(&self) -> u64 {
+        0
+    }
     /// A join's state, per side (for `eddy_catalog.join_state`).
     fn join_state(&self) -> Vec<JoinSideStats> {
         Vec::new()

@@ -27,6 +27,8 @@ pub struct ViewStats {
     pub open_windows: u64,
     /// Whether some operator's state grows with the number of keys, with no watermark to evict it.
     pub unbounded_state: bool,
+    /// Rows its expressions failed on since the server started (kept in `view_errors`).
+    pub rows_failed: u64,
     /// Each join's state, per side.
     pub joins: Vec<JoinSideStats>,
 }

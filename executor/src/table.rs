@@ -16,7 +16,9 @@ use eddy_storage::keys::{table_key, LATE_ROWS_TABLE};
 use eddy_storage::{EpochBatch, RowCodec, Store, TableId};
 use serde::{Deserialize, Serialize};
 
-use crate::watermark::WatermarkTracker;
+use crate::late_rows::rows_as_json;
+pub use crate::late_rows::{LateRow, LATE_ROWS_RETENTION};
+use crate::watermark::{LateArrival, WatermarkTracker};
 use crate::{ExecError, Op, Result, StreamChunk, Watermark};
 
 /// How a table's rows are keyed.
@@ -63,25 +65,6 @@ struct TableProgress {
     rows_late: u64,
 }
 
-/// One row that arrived below the watermark.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct LateRow {
-    /// The table, or the view whose reader found the row late.
-    pub object: String,
-    /// The table or source the row came from.
-    #[serde(default)]
-    pub source: String,
-    /// Event time and watermark at arrival, in microseconds.
-    pub event_time: i64,
-    pub watermark: i64,
-    /// The row as a JSON object.
-    pub row: String,
-}
-
-/// How many late rows `eddy_catalog.late_rows` keeps (older ones are dropped; the counters
-/// keep counting).
-pub const LATE_ROWS_RETENTION: u64 = 100_000;
-
 pub struct TableRuntime {
     pub id: TableId,
     pub def: TableDef,
@@ -91,6 +74,8 @@ pub struct TableRuntime {
     value_codec: RowCodec,
     progress: TableProgress,
     progress_dirty: bool,
+    /// Whether the last watermark passed on said the source is idle.
+    reported_idle: bool,
     /// Row writes since the last commit: key → row (None: deleted).
     pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     late: Vec<LateRow>,
@@ -118,6 +103,7 @@ impl TableRuntime {
             value_codec,
             progress,
             progress_dirty: false,
+            reported_idle: false,
             pending: BTreeMap::new(),
             late: Vec::new(),
         })
@@ -133,7 +119,7 @@ impl TableRuntime {
         self.progress
             .watermark
             .current()
-            .map(|value| Watermark { clock: 0, value })
+            .map(|value| Watermark::at(0, value))
     }
 
     pub fn rows_in(&self) -> u64 {
@@ -142,16 +128,6 @@ impl TableRuntime {
 
     pub fn rows_late(&self) -> u64 {
         self.progress.rows_late
-    }
-
-    /// Applies an INSERT. Late rows are set aside; the rest become the returned chunk.
-    pub fn insert(
-        &mut self,
-        batch: RecordBatch,
-        split: &str,
-        store: &dyn Store,
-    ) -> Result<(Option<StreamChunk>, Option<Watermark>)> {
-        self.apply(batch, None, split, store)
     }
 
     /// Applies upserts and, where `deletes[i]`, deletions by key (`FORMAT UPSERT`).
@@ -181,6 +157,16 @@ impl TableRuntime {
         if batch.num_rows() == 0 {
             return Ok((None, watermark));
         }
+        Ok((self.upsert(batch, deletes, store)?, watermark))
+    }
+
+    /// Writes rows that passed the lateness check: keys, upserts, deletions by key.
+    fn upsert(
+        &mut self,
+        batch: RecordBatch,
+        deletes: Option<Vec<bool>>,
+        store: &dyn Store,
+    ) -> Result<Option<StreamChunk>> {
         let chunk = match &self.def.key {
             TableKey::RowId => {
                 let start = self.progress.next_row_id;
@@ -259,7 +245,7 @@ impl TableRuntime {
                 )?
             }
         };
-        Ok((Some(chunk), watermark))
+        Ok(Some(chunk))
     }
 
     fn check_not_null_key(&self, batch: &RecordBatch) -> Result<()> {
@@ -290,12 +276,86 @@ impl TableRuntime {
         let before = self.progress.watermark.current();
         let late_rows = self.progress.watermark.observe(split, &times, delay);
         let after = self.progress.watermark.current();
-        let advanced = (after != before)
+        // A source that was idle and delivers again is waited for again.
+        let resumed = std::mem::take(&mut self.reported_idle);
+        let advanced = (after != before || resumed)
             .then_some(after)
             .flatten()
-            .map(|value| Watermark { clock: 0, value });
+            .map(|value| Watermark::at(0, value));
+        let (kept, keep) = self.set_aside(batch, late_rows)?;
+        Ok((kept, advanced, keep))
+    }
+
+    /// Applies one INSERT statement's rows. They are judged against the watermark as it stood
+    /// when the statement began, so that the order DataFusion delivers a statement's batches
+    /// in (which varies from run to run) cannot change which rows are late; the watermark then
+    /// advances to the statement's largest event time. Returns the chunks (one per batch) and
+    /// the watermark reached, to be delivered after them.
+    pub fn insert_statement(
+        &mut self,
+        batches: Vec<RecordBatch>,
+        split: &str,
+        store: &dyn Store,
+    ) -> Result<(Vec<StreamChunk>, Option<Watermark>)> {
+        let Some((column, delay)) = self.def.watermark else {
+            let mut chunks = Vec::new();
+            for batch in batches {
+                chunks.extend(self.apply(batch, None, split, store)?.0);
+            }
+            return Ok((chunks, None));
+        };
+        let started = self.progress.watermark.current();
+        let mut latest: Option<i64> = None;
+        let mut chunks = Vec::new();
+        for batch in batches {
+            self.check_not_null_key(&batch)?;
+            self.progress.rows_in += batch.num_rows() as u64;
+            let times = to_micros(batch.column(column))?;
+            let mut late = Vec::new();
+            for (row, time) in times.iter().enumerate() {
+                let Some(time) = time else { continue };
+                match started {
+                    Some(watermark) if time < watermark => late.push(LateArrival {
+                        row,
+                        event_time: time,
+                        watermark,
+                    }),
+                    _ => latest = Some(latest.map_or(time, |l| l.max(time))),
+                }
+            }
+            let (kept, _) = self.set_aside(batch, late)?;
+            self.progress_dirty = true;
+            if kept.num_rows() > 0 {
+                chunks.extend(self.upsert(kept, None, store)?);
+            }
+        }
+        let Some(latest) = latest else {
+            return Ok((chunks, None));
+        };
+        // The statement's largest event time, as if it had arrived last: never late, so this
+        // only moves the watermark.
+        self.progress.watermark.observe(
+            split,
+            &datafusion::arrow::array::Int64Array::from(vec![latest]),
+            delay,
+        );
+        let after = self.progress.watermark.current();
+        let watermark = (after != started)
+            .then_some(after)
+            .flatten()
+            .map(|value| Watermark::at(0, value));
+        Ok((chunks, watermark))
+    }
+
+    /// Records `late` rows of `batch` for `eddy_catalog.late_rows` and returns the others, with
+    /// which rows were kept (`None`: all of them).
+    fn set_aside(
+        &mut self,
+        batch: RecordBatch,
+        late_rows: Vec<LateArrival>,
+    ) -> Result<(RecordBatch, Option<Vec<bool>>)> {
         if late_rows.is_empty() {
-            return Ok((batch, advanced, None));
+            return Ok((batch, None));
         }
         self.progress.rows_late += late_rows.len() as u64;
         let mut keep = vec![true; batch.num_rows()];
@@ -315,7 +375,7 @@ impl TableRuntime {
             });
         }
         let kept = filter_record_batch(&batch, &BooleanArray::from(keep.clone()))?;
-        Ok((kept, advanced, Some(keep)))
+        Ok((kept, Some(keep)))
     }
 
     /// The row a key holds now, including uncommitted writes.
@@ -349,12 +409,26 @@ impl TableRuntime {
         }
     }
 
-    /// Marks a split idle or active; returns the new watermark when that advanced it.
+    /// Marks a split idle or active; returns the watermark to pass on when that advanced it,
+    /// or when the source as a whole went idle or active again (a join stops or starts
+    /// waiting for it).
     pub fn set_split_idle(&mut self, split: &str, idle: bool) -> Option<Watermark> {
         let (_, delay) = self.def.watermark?;
-        let value = self.progress.watermark.set_idle(split, idle, delay)?;
-        self.progress_dirty = true;
-        Some(Watermark { clock: 0, value })
+        let advanced = self.progress.watermark.set_idle(split, idle, delay);
+        if advanced.is_some() {
+            self.progress_dirty = true;
+        }
+        let all_idle = self.progress.watermark.all_idle();
+        if advanced.is_none() && all_idle == self.reported_idle {
+            return None;
+        }
+        self.reported_idle = all_idle;
+        let value = self.progress.watermark.current().unwrap_or(i64::MIN);
+        Some(Watermark {
+            clock: 0,
+            value,
+            idle: all_idle,
+        })
     }
 
     /// Every row as a changelog of inserts, for backfilling a new view.
@@ -534,16 +608,4 @@ impl TableRuntime {
     pub fn drop_progress(&self, epoch: &mut EpochBatch) {
         epoch.delete_meta(&progress_key(self.id));
     }
-}
-
-/// Each row of `batch` as a JSON object.
-fn rows_as_json(batch: &RecordBatch) -> Result<Vec<String>> {
-    let mut buffer = Vec::new();
-    {
-        let mut writer = datafusion::arrow::json::LineDelimitedWriter::new(&mut buffer);
-        writer.write(batch)?;
-        writer.finish()?;
-    }
-    let text = String::from_utf8_lossy(&buffer);
-    Ok(text.lines().map(|l| l.to_string()).collect())
 }

@@ -52,6 +52,11 @@ impl WatermarkTracker {
             .map(|(name, clock)| (name.as_str(), clock.max_event_time, clock.idle))
     }
 
+    /// Whether the source has splits and every one is idle.
+    pub fn all_idle(&self) -> bool {
+        !self.splits.is_empty() && self.splits.values().all(|c| c.idle)
+    }
+
     /// Marks a split idle or active. Returns the new watermark when this advanced it.
     pub fn set_idle(&mut self, split: &str, idle: bool, delay: i64) -> Option<i64> {
         let clock = self.splits.entry(split.to_string()).or_default();

@@ -15,20 +15,24 @@ use datafusion::prelude::SessionContext;
 
 use crate::case::{Case, Row, View, ViewShape, Window};
 
-/// The rows of one table that were not late, replaying the table's watermark row by row
-/// (a row is late when its time is below the watermark: the largest time of the rows kept so
-/// far minus the delay), and the final watermark in microseconds.
-pub fn not_late(rows: &[&Row], delay_ms: i64) -> (Vec<Row>, Option<i64>) {
+/// The rows of one table that were not late, replaying the table's watermark statement by
+/// statement: a statement's rows are late when their time is below the watermark as it stood
+/// when the statement began (the largest time of the rows kept before it minus the delay);
+/// then the statement's largest time moves it. Returns the final watermark in microseconds.
+pub fn not_late(statements: &[&[Row]], delay_ms: i64) -> (Vec<Row>, Option<i64>) {
     let mut watermark: Option<i64> = None;
     let mut kept = Vec::new();
-    for row in rows {
-        let micros = row.ts_ms * 1000;
-        if watermark.is_some_and(|w| micros < w) {
-            continue;
+    for rows in statements {
+        let started = watermark;
+        for row in rows.iter() {
+            let micros = row.ts_ms * 1000;
+            if started.is_some_and(|w| micros < w) {
+                continue;
+            }
+            let candidate = micros - delay_ms * 1000;
+            watermark = Some(watermark.map_or(candidate, |w| w.max(candidate)));
+            kept.push(row.clone());
         }
-        let candidate = micros - delay_ms * 1000;
-        watermark = Some(watermark.map_or(candidate, |w| w.max(candidate)));
-        kept.push((*row).clone());
     }
     (kept, watermark)
 }
@@ -66,14 +70,15 @@ pub fn context(case: &Case) -> anyhow::Result<(SessionContext, Vec<Option<i64>>)
     let ctx = SessionContext::new();
     let mut watermarks = Vec::new();
     for (index, table) in case.tables.iter().enumerate() {
-        let arrived: Vec<&Row> = case
+        let arrived: Vec<&[Row]> = case
             .steps
             .iter()
             .filter_map(|s| match s {
-                crate::case::Step::Insert { table, rows } if *table == index => Some(rows),
+                crate::case::Step::Insert { table, rows } if *table == index => {
+                    Some(rows.as_slice())
+                }
                 _ => None,
             })
-            .flatten()
             .collect();
         let (kept, watermark) = not_late(&arrived, table.delay_ms);
         let provider = MemTable::try_new(schema(), vec![vec![batch(&kept)?]])?;

@@ -181,7 +181,7 @@ impl JoinCase {
     /// Each keyed table's final rows, and the stream table's rows that were not late.
     fn final_rows(&self) -> (Vec<Vec<Row>>, Vec<StreamRow>) {
         let mut tables: Vec<BTreeMap<i32, Row>> = vec![BTreeMap::new(); self.tables];
-        let mut stream: Vec<&StreamRow> = Vec::new();
+        let mut stream: Vec<&[StreamRow]> = Vec::new();
         for step in &self.steps {
             match step {
                 Step::Upsert { table, rows } => {
@@ -198,7 +198,7 @@ impl JoinCase {
                 Step::Delete { table, id } => {
                     tables[*table].remove(id);
                 }
-                Step::Append { rows } => stream.extend(rows),
+                Step::Append { rows } => stream.push(rows.as_slice()),
                 Step::CreateView(_) | Step::Restart => {}
             }
         }

@@ -119,14 +119,14 @@ impl StreamJoinCase {
 
     /// Each stream's rows that were not late.
     fn kept(&self, stream: usize) -> Vec<Row> {
-        let arrived: Vec<&Row> = self
+        // One INSERT statement per append, judged as a whole against the watermark.
+        let arrived: Vec<&[Row]> = self
             .steps
             .iter()
             .filter_map(|s| match s {
-                Step::Append { stream: st, rows } if *st == stream => Some(rows),
+                Step::Append { stream: st, rows } if *st == stream => Some(rows.as_slice()),
                 _ => None,
             })
-            .flatten()
             .collect();
         crate::batch::not_late(&arrived, self.delays_ms[stream]).0
     }

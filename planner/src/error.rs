@@ -14,6 +14,9 @@ pub enum PlanError {
     /// A statement that is well-formed but wrong for these objects (42P17 / 22023 family).
     #[error("{0}")]
     Invalid(String),
+    /// A statement too long or too deeply nested to handle (54001).
+    #[error("{0}")]
+    TooComplex(String),
     /// A qualified name whose schema is not one of Eddy's (3F000).
     #[error("{0}")]
     UndefinedSchema(String),
@@ -25,7 +28,14 @@ pub type Result<T, E = PlanError> = std::result::Result<T, E>;
 
 impl From<datafusion::sql::sqlparser::parser::ParserError> for PlanError {
     fn from(e: datafusion::sql::sqlparser::parser::ParserError) -> Self {
-        PlanError::Syntax(e.to_string())
+        match e {
+            datafusion::sql::sqlparser::parser::ParserError::RecursionLimitExceeded => {
+                PlanError::TooComplex(
+                    "statement is too complex: its expressions nest too deeply".into(),
+                )
+            }
+            e => PlanError::Syntax(e.to_string()),
+        }
     }
 }
 

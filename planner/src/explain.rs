@@ -3,10 +3,10 @@
 
 use datafusion::arrow::datatypes::SchemaRef;
 
-use crate::stream::AsofOrder;
 use crate::stream::{
     AggregatePlan, JoinOutputKey, JoinPlan, NodeKind, StreamNode, StreamPlan, WatermarkColumn,
 };
+use crate::stream::{AsofOrder, RankKind, TopNPlan};
 use crate::window::{WindowKind, WindowSpec};
 
 /// A duration in microseconds, as short as it stays exact (`10s`, `1500ms`, `1m`).
@@ -222,6 +222,29 @@ impl Writer<'_> {
                     quoted(&asof.right.reads)
                 ));
             }
+            NodeKind::TopN(top) => self.top_n(top, &pad, tables[0]),
+            NodeKind::Union(union) => {
+                let clocks = if union.clocks.is_empty() {
+                    "no watermark".to_string()
+                } else {
+                    format!(
+                        "watermark on {}: the minimum over the branches",
+                        watermarks(
+                            &node
+                                .schema
+                                .fields()
+                                .iter()
+                                .map(|f| f.name().clone())
+                                .collect::<Vec<_>>(),
+                            &node.watermarks
+                        )
+                    )
+                };
+                self.lines.push(format!(
+                    "{pad}UnionAll of {} inputs (key: branch number, then each branch's key); {clocks}",
+                    node.inputs.len()
+                ));
+            }
             NodeKind::Lookup(lookup) => {
                 self.lines.push(format!(
                     "{pad}LookupJoin {} on {} into the current rows of \"{}\" (no join state; changes to \"{}\" emit nothing; not replayable)",
@@ -235,6 +258,47 @@ impl Writer<'_> {
         for input in &node.inputs {
             self.node(input, depth + 1);
         }
+    }
+
+    fn top_n(&mut self, top: &TopNPlan, pad: &str, table: usize) {
+        let list = |exprs: Vec<String>| exprs.join(", ");
+        let order = list(top.order_by.iter().map(|e| e.to_string()).collect());
+        let partitions = if top.partition_by.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " per ({})",
+                list(top.partition_by.iter().map(|e| e.to_string()).collect())
+            )
+        };
+        let ranks = match top.rank {
+            RankKind::RowNumber => "rows",
+            RankKind::Rank => "ranks (RANK)",
+            RankKind::DenseRank => "ranks (DENSE_RANK)",
+        };
+        let offset = if top.offset > 0 {
+            format!(" after the first {}", top.offset)
+        } else {
+            String::new()
+        };
+        self.lines.push(format!(
+            "{pad}TopN {} {ranks}{offset}{partitions} by {order}",
+            top.limit
+        ));
+        let kept = if top.input_append_only {
+            "the top rows of each partition (the input only appends)"
+        } else {
+            "every input row (the input retracts: the next row moves up)"
+        };
+        let close = match (top.close, top.emit_on_close) {
+            (Some(_), true) => {
+                "; a partition's top is emitted once, when its window closes, and its state dropped"
+            }
+            (Some(_), false) => "; a partition's state is dropped when its window closes",
+            (None, _) => "",
+        };
+        self.lines
+            .push(format!("{pad}    state: table {table} ({kept}){close}"));
     }
 
     fn aggregate(&mut self, agg: &AggregatePlan, pad: &str, table: usize) {

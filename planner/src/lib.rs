@@ -2,6 +2,7 @@
 //!
 //! Modules in data-flow order:
 //!
+//! - [`limits`]: statements too long or too deeply nested, refused before parsing.
 //! - [`statement`]: splits SQL text into statements and parses Eddy's extensions
 //!   (`WATERMARK FOR`, `APPEND ONLY`, `EMIT ON WINDOW CLOSE`, `FLUSH`, `RECOVER`, `SHOW ...`)
 //!   around sqlparser.
@@ -23,6 +24,7 @@ pub mod cursor_statement;
 pub mod error;
 pub mod explain;
 pub mod flink_windows;
+pub mod limits;
 pub mod names;
 pub mod pg_literals;
 pub mod session;
@@ -36,8 +38,8 @@ pub use session::SessionPartitionRule;
 pub use statement::{parse_statements, EddyStatement, WatermarkDef};
 pub use stream::{
     AggregatePlan, AsofOrder, AsofPlan, JoinClock, JoinOutputKey, JoinPlan, JoinSideInfo,
-    LookupPlan, NodeKind, SessionWindow, SourceInfo, StreamCatalog, StreamInput, StreamNode,
-    StreamPlan, WatermarkColumn, WindowBound,
+    LookupPlan, NodeKind, PartitionClose, RankKind, SessionWindow, SourceInfo, StreamCatalog,
+    StreamInput, StreamNode, StreamPlan, TopNPlan, UnionPlan, WatermarkColumn, WindowBound,
 };
 pub use window::{
     WindowFunction, WindowKind, WindowSpec, WindowTableFunction, WindowTableProvider,

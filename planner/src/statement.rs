@@ -118,6 +118,22 @@ pub struct ParsedStatement {
 pub fn parse_statements(sql: &str) -> Result<Vec<ParsedStatement>> {
     let dialect = PostgreSqlDialect {};
     let tokens = Tokenizer::new(&dialect, sql).tokenize()?;
+    parse_tokens(tokens)
+}
+
+/// [`parse_statements`] for text from a client: too long or too deeply nested text is refused
+/// before it is parsed.
+pub fn parse_statements_within(
+    sql: &str,
+    limits: &crate::limits::StatementLimits,
+) -> Result<Vec<ParsedStatement>> {
+    crate::limits::check_size(sql, limits)?;
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize()?;
+    crate::limits::check_depth(&tokens, limits)?;
+    parse_tokens(tokens)
+}
+
+fn parse_tokens(tokens: Vec<Token>) -> Result<Vec<ParsedStatement>> {
     let mut statements = Vec::new();
     for chunk in split_statements(tokens) {
         if chunk.iter().all(is_trivia) {

@@ -18,12 +18,15 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::{MemTable, Session, TableProvider};
 use datafusion::datasource::TableType;
-use datafusion::error::Result as DfResult;
+use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::context::SessionContext;
+use datafusion::execution::SendableRecordBatchStream;
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::ExecutionPlan;
+use futures::StreamExt;
 use pgwire::api::ClientInfo;
 use tokio::sync::Notify;
 
@@ -125,6 +128,52 @@ where
     set_state(pid, "idle", None);
     result
 }
+
+/// A query's rows still belong to its statement while they stream to the client: the
+/// connection stays `active` until the last batch (or until the client drops the result), and
+/// `pg_cancel_backend` ends the stream with `57014`.
+pub fn track_stream<C: ClientInfo>(
+    client: &C,
+    rows: SendableRecordBatchStream,
+) -> SendableRecordBatchStream {
+    let (pid, cancel) = connection_entry(client);
+    set_state(pid, "active", None);
+    let schema = rows.schema();
+    let state = (rows, cancel, IdleWhenDone(pid), false);
+    let batches = futures::stream::unfold(state, |(mut rows, cancel, idle, done)| async move {
+        if done {
+            return None;
+        }
+        let next = tokio::select! {
+            next = rows.next() => next,
+            () = cancel.notified() => Some(Err(DataFusionError::External(Box::new(Cancelled)))),
+        };
+        let done = !matches!(next, Some(Ok(_)));
+        next.map(|batch| (batch, (rows, cancel, idle, done)))
+    });
+    Box::pin(RecordBatchStreamAdapter::new(schema, batches))
+}
+
+/// Marks its connection idle when its result stream ends or is dropped.
+struct IdleWhenDone(i32);
+
+impl Drop for IdleWhenDone {
+    fn drop(&mut self) {
+        set_state(self.0, "idle", None);
+    }
+}
+
+/// The error a cancelled result stream ends with (`57014`).
+#[derive(Debug)]
+pub struct Cancelled;
+
+impl std::fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("canceling statement due to user request")
+    }
+}
+
+impl std::error::Error for Cancelled {}
 
 fn schema() -> SchemaRef {
     let time = || DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into()));

@@ -1,5 +1,6 @@
 //! Who may connect: with no password configured, anyone (local trust); with one, SCRAM-SHA-256
-//! (`28P01` and a closed connection on a wrong password). TLS when a certificate is given.
+//! (`28P01` and a closed connection on a wrong password or user name, which fail alike). TLS
+//! when a certificate is given.
 
 use std::fmt::Debug;
 use std::path::Path;
@@ -39,17 +40,21 @@ pub struct PasswordStore {
     user: Option<String>,
     salt: Vec<u8>,
     salted: Vec<u8>,
+    /// What an unknown user is checked against: random, so no proof matches it.
+    decoy: Vec<u8>,
 }
 
 #[async_trait]
 impl AuthSource for PasswordStore {
     async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
         let name = login.user().unwrap_or_default();
-        if self.user.as_deref().is_some_and(|user| user != name) {
-            // Postgres answers an unknown user like a wrong password: 28P01.
-            return Err(PgWireError::InvalidPassword(name.to_string()));
-        }
-        Ok(Password::new(Some(self.salt.clone()), self.salted.clone()))
+        // An unknown user goes through the same exchange as a known one (same salt, same
+        // messages) and fails at its end like a wrong password: nothing tells them apart.
+        let salted = match &self.user {
+            Some(user) if user != name => self.decoy.clone(),
+            _ => self.salted.clone(),
+        };
+        Ok(Password::new(Some(self.salt.clone()), salted))
     }
 }
 
@@ -106,6 +111,7 @@ impl Authentication {
                     user: credentials.user.clone(),
                     salted: gen_salted_password(&credentials.password, &salt, ITERATIONS),
                     salt,
+                    decoy: random_nonce().into_bytes(),
                 }))
             }
         }
@@ -167,9 +173,11 @@ pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
     }
     let key_der = PrivateKeyDer::from_pem_slice(&key_pem)
         .map_err(|e| format!("{} is not a PEM private key: {e}", key.display()))?;
-    let config = ServerConfig::builder()
+    let mut config = ServerConfig::builder()
         .with_no_client_auth()
         .with_single_cert(chain, key_der)
         .map_err(|e| format!("the TLS certificate and key do not fit: {e}"))?;
+    // Postgres 17 clients name it; direct TLS (no SSLRequest first) requires it.
+    config.alpn_protocols = vec![crate::connection::POSTGRESQL_ALPN.to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
 }

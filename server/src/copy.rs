@@ -161,8 +161,15 @@ pub async fn copy_out(
         sql: query.to_string(),
         statement: EddyStatement::Sql(Box::new(Statement::Query(Box::new(query)))),
     };
-    let Outcome::Rows { schema, batches } = db.execute(&parsed, None).await? else {
-        return Err(ServerError::internal("COPY's query returned no rows"));
+    let (schema, batches) = match db.execute(&parsed, None).await? {
+        Outcome::Rows { schema, batches } => (schema, batches),
+        Outcome::Stream { schema, stream } => (
+            schema,
+            crate::query_memory::collect_within(stream, db.query_memory_limit()).await?,
+        ),
+        Outcome::Command { .. } => {
+            return Err(ServerError::internal("COPY's query returned no rows"))
+        }
     };
     let binary = spec.format == CopyFormat::Binary;
     let format = if binary {

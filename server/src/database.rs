@@ -33,6 +33,11 @@ pub enum Outcome {
         schema: SchemaRef,
         batches: Vec<RecordBatch>,
     },
+    /// A query's rows, produced as the client takes them.
+    Stream {
+        schema: SchemaRef,
+        stream: datafusion::execution::SendableRecordBatchStream,
+    },
     Command {
         tag: String,
         rows: Option<usize>,
@@ -63,7 +68,7 @@ impl Outcome {
     pub fn notices(&self) -> &[String] {
         match self {
             Outcome::Command { notices, .. } => notices,
-            Outcome::Rows { .. } => &[],
+            Outcome::Rows { .. } | Outcome::Stream { .. } => &[],
         }
     }
 }
@@ -82,6 +87,9 @@ pub struct Database {
     pub(crate) objects: RwLock<BTreeMap<String, Object>>,
     /// Tables and sources by name, for the window table functions.
     pub(crate) window_tables: TableLookup,
+    /// The memory one query may use (`--query-memory-limit`), shared with the checked
+    /// functions.
+    query_memory_limit: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 pub const DATABASE: &str = "dev";
@@ -115,6 +123,10 @@ impl Database {
         }
         // Sessions are kept apart by the GROUP BY keys, in batch as in views.
         ctx.add_analyzer_rule(Arc::new(SessionPartitionRule));
+        let query_memory_limit = Arc::new(std::sync::atomic::AtomicUsize::new(
+            crate::query_memory::DEFAULT_QUERY_MEMORY_LIMIT,
+        ));
+        crate::function_caps::install(&ctx, query_memory_limit.clone())?;
         let catalog = ctx
             .catalog(DATABASE)
             .ok_or_else(|| ServerError::internal("default catalog missing"))?;
@@ -130,6 +142,7 @@ impl Database {
             store,
             objects: RwLock::new(BTreeMap::new()),
             window_tables,
+            query_memory_limit,
         });
         // Before the restore: stored statements may use the Postgres types it adds (JSONB).
         crate::pg_catalog::install(&db)?;
@@ -190,6 +203,17 @@ impl Database {
 
     pub fn engine(&self) -> &EngineHandle {
         &self.engine
+    }
+
+    /// Sets the memory one query may use.
+    pub fn set_query_memory_limit(&self, bytes: usize) {
+        self.query_memory_limit
+            .store(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(crate) fn query_memory_limit(&self) -> usize {
+        self.query_memory_limit
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Runs every statement of a simple query, stopping at the first error.
@@ -580,10 +604,11 @@ impl Database {
             LogicalPlan::Ddl(_) => Err(ServerError::not_supported(format!("{statement}"))),
             LogicalPlan::Statement(_) => Err(ServerError::not_supported(format!("{statement}"))),
             plan => {
-                let frame = self.ctx.execute_logical_plan(plan).await?;
+                let frame =
+                    crate::query_memory::dataframe(&self.ctx, self.query_memory_limit(), plan)?;
                 let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-                let batches = frame.collect().await?;
-                Ok(Outcome::Rows { schema, batches })
+                let stream = frame.execute_stream().await?;
+                Ok(Outcome::Stream { schema, stream })
             }
         }
     }
@@ -622,8 +647,11 @@ impl Database {
         let name = def.name.clone();
         match &dml.op {
             WriteOp::Insert(_) => {
-                let frame = self.ctx.execute_logical_plan((*dml.input).clone()).await?;
-                let batches = frame.collect().await?;
+                let limit = self.query_memory_limit();
+                let frame = crate::query_memory::dataframe(&self.ctx, limit, (*dml.input).clone())?;
+                let batches =
+                    crate::query_memory::collect_within(frame.execute_stream().await?, limit)
+                        .await?;
                 // Same columns, in the table's order; only names and metadata can differ.
                 let batches = batches
                     .into_iter()

@@ -47,6 +47,7 @@ impl From<PlanError> for ServerError {
             PlanError::Syntax(m) => Self::new("42601", m),
             PlanError::NotSupported(m) => Self::new("0A000", m),
             PlanError::Invalid(m) => Self::new("42P17", m),
+            PlanError::TooComplex(m) => Self::new("54001", m),
             PlanError::UndefinedSchema(m) => Self::new("3F000", m),
             PlanError::DataFusion(e) => e.into(),
         }
@@ -119,6 +120,11 @@ impl From<DataFusionError> for ServerError {
             return ServerError::new("42704", &message[at..]);
         }
         let code = match e.find_root() {
+            DataFusionError::External(inner)
+                if inner.is::<crate::function_caps::ValueTooLarge>() =>
+            {
+                return ServerError::new("54000", inner.to_string());
+            }
             DataFusionError::SQL(_, _) => "42601",
             DataFusionError::SchemaError(schema, _) => match schema.as_ref() {
                 SchemaError::FieldNotFound { .. } => "42703",
@@ -134,6 +140,7 @@ impl From<DataFusionError> for ServerError {
             DataFusionError::Plan(m) if m.contains("function") => "42883",
             DataFusionError::Plan(_) => "42000",
             DataFusionError::NotImplemented(_) => "0A000",
+            DataFusionError::ResourcesExhausted(_) => "53200",
             DataFusionError::ArrowError(arrow, _) => return arrow_error(arrow),
             DataFusionError::Execution(m) if m.contains("Divide by zero") => "22012",
             DataFusionError::Execution(m) if m.contains("Cast error") => "22P02",

@@ -8,7 +8,8 @@ use async_trait::async_trait;
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::ParamValues;
 use datafusion::sql::sqlparser::ast::Statement;
-use eddy_planner::statement::{parse_statements, ParsedStatement};
+use eddy_planner::limits::StatementLimits;
+use eddy_planner::statement::{parse_statements_within, ParsedStatement};
 use eddy_planner::EddyStatement;
 use futures::{stream, Sink, SinkExt};
 use pgwire::api::auth::StartupHandler;
@@ -43,13 +44,23 @@ pub struct PreparedStatement {
 pub struct EddyHandler {
     db: Arc<Database>,
     parser: Arc<EddyQueryParser>,
+    limits: StatementLimits,
 }
 
 impl EddyHandler {
     pub fn new(db: Arc<Database>) -> Self {
+        Self::with_limits(db, StatementLimits::default())
+    }
+
+    /// A handler refusing statements over `limits` (54001).
+    pub fn with_limits(db: Arc<Database>, limits: StatementLimits) -> Self {
         Self {
-            parser: Arc::new(EddyQueryParser { db: db.clone() }),
+            parser: Arc::new(EddyQueryParser {
+                db: db.clone(),
+                limits,
+            }),
             db,
+            limits,
         }
     }
 }
@@ -74,33 +85,42 @@ impl EddyHandler {
         if let EddyStatement::Fetch(fetch) = &parsed.statement {
             let options = session::format_options(client.metadata());
             return match cursors::fetch(client, fetch).await {
-                Ok((outcome, true)) => to_response(outcome, &Format::UnifiedBinary, options),
-                Ok((outcome, false)) => to_response(outcome, format, options),
+                Ok((outcome, true)) => to_response(outcome, &Format::UnifiedBinary, options, None),
+                Ok((outcome, false)) => to_response(outcome, format, options, None),
                 Err(e) => error(e),
             };
         }
         if let EddyStatement::Sql(statement) = &parsed.statement {
             if protocol_statements::is_protocol_statement(statement) {
                 return match protocol_statements::execute(client, statement) {
-                    Ok(outcome) => {
-                        to_response(outcome, format, session::format_options(client.metadata()))
-                    }
+                    Ok(outcome) => to_response(
+                        outcome,
+                        format,
+                        session::format_options(client.metadata()),
+                        None,
+                    ),
                     Err(e) => error(e),
                 };
             }
             if cursors::is_cursor_statement(statement) {
                 return match cursors::execute(&self.db, client, statement).await {
-                    Ok(outcome) => {
-                        to_response(outcome, format, session::format_options(client.metadata()))
-                    }
+                    Ok(outcome) => to_response(
+                        outcome,
+                        format,
+                        session::format_options(client.metadata()),
+                        None,
+                    ),
                     Err(e) => error(e),
                 };
             }
             if session::is_session_statement(statement) {
                 return match session::execute(client.metadata_mut(), statement) {
-                    Ok(outcome) => {
-                        to_response(outcome, format, session::format_options(client.metadata()))
-                    }
+                    Ok(outcome) => to_response(
+                        outcome,
+                        format,
+                        session::format_options(client.metadata()),
+                        None,
+                    ),
                     Err(e) => error(e),
                 };
             }
@@ -121,8 +141,11 @@ impl EddyHandler {
             parsed
         };
         let options = session::format_options(client.metadata());
+        let timeout = session::statement_timeout(client.metadata());
+        // The timeout covers running the statement and sending its rows.
+        let deadline = timeout.map(|limit| std::time::Instant::now() + limit);
         let execute = crate::activity::track(client, &parsed.sql, self.db.execute(parsed, params));
-        let outcome = match session::statement_timeout(client.metadata()) {
+        let outcome = match timeout {
             None => execute.await,
             Some(limit) => match tokio::time::timeout(limit, execute).await {
                 Ok(result) => result,
@@ -134,11 +157,19 @@ impl EddyHandler {
         };
         match outcome {
             Ok(outcome) => {
-                send_notices(client, &outcome).await?;
+                let outcome = match outcome {
+                    Outcome::Stream { schema, stream } => Outcome::Stream {
+                        schema,
+                        stream: crate::activity::track_stream(client, stream),
+                    },
+                    other => other,
+                };
+                let notices = outcome.notices().to_vec();
+                send_notices(client, &notices).await?;
                 if outcome.ends_transaction() {
                     cursors::end_transaction(client).await;
                 }
-                to_response(outcome, format, options)
+                to_response(outcome, format, options, deadline)
             }
             Err(e) => error(e),
         }
@@ -149,6 +180,7 @@ fn to_response(
     outcome: Outcome,
     format: &Format,
     options: Arc<FormatOptions>,
+    deadline: Option<std::time::Instant>,
 ) -> PgWireResult<Response> {
     match outcome {
         Outcome::Command { tag, rows, .. } => {
@@ -161,30 +193,42 @@ fn to_response(
             Ok(Response::Execution(tag))
         }
         Outcome::Rows { schema, batches } => {
+            let stream = datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
+                schema.clone(),
+                stream::iter(batches.into_iter().map(Ok)),
+            );
+            to_response(
+                Outcome::Stream {
+                    schema,
+                    stream: Box::pin(stream),
+                },
+                format,
+                options,
+                deadline,
+            )
+        }
+        Outcome::Stream { schema, stream } => {
             let fields = Arc::new(arrow_schema_to_pg_fields(
                 &postgres_names(&schema),
                 format,
                 Some(options.clone()),
             )?);
-            let rows: Vec<_> = batches
-                .iter()
-                .flat_map(|batch| pg_encoding::data_rows(fields.clone(), batch, &options))
-                .collect();
-            Ok(Response::Query(QueryResponse::new(
-                fields,
-                stream::iter(rows),
-            )))
+            let encoded = fields.clone();
+            let rows = crate::result_stream::data_rows(stream, deadline, move |batch| {
+                pg_encoding::data_rows(encoded.clone(), &batch, &options)
+            });
+            Ok(Response::Query(QueryResponse::new(fields, rows)))
         }
     }
 }
 
 /// Sends a statement's NOTICEs ahead of its result.
-async fn send_notices<C>(client: &mut C, outcome: &Outcome) -> PgWireResult<()>
+async fn send_notices<C>(client: &mut C, notices: &[String]) -> PgWireResult<()>
 where
     C: Sink<PgWireBackendMessage> + Unpin + Send,
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
-    for notice in outcome.notices() {
+    for notice in notices {
         let info = ErrorInfo::new("NOTICE".to_string(), "00000".to_string(), notice.clone());
         client
             .send(PgWireBackendMessage::NoticeResponse(info.into()))
@@ -254,7 +298,7 @@ impl SimpleQueryHandler for EddyHandler {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let statements = match parse_statements(query) {
+        let statements = match parse_statements_within(query, &self.limits) {
             Ok(statements) => statements,
             Err(e) => {
                 let info = ServerError::from(e).into_error_info();
@@ -288,6 +332,7 @@ impl SimpleQueryHandler for EddyHandler {
 
 pub struct EddyQueryParser {
     db: Arc<Database>,
+    limits: StatementLimits,
 }
 
 #[async_trait]
@@ -303,8 +348,8 @@ impl QueryParser for EddyQueryParser {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
-        let mut statements =
-            parse_statements(sql).map_err(|e| ServerError::from(e).into_pgwire())?;
+        let mut statements = parse_statements_within(sql, &self.limits)
+            .map_err(|e| ServerError::from(e).into_pgwire())?;
         if statements.len() > 1 {
             return Err(ServerError::new(
                 "42601",
@@ -448,6 +493,20 @@ impl ExtendedQueryHandler for EddyHandler {
         self.parser.clone()
     }
 
+    async fn on_execute<C>(
+        &self,
+        client: &mut C,
+        message: pgwire::messages::extendedquery::Execute,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        crate::portal_execute::execute(self, client, message).await
+    }
+
     async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -542,6 +601,14 @@ impl EddyServerHandlers {
         Self {
             handler: Arc::new(EddyHandler::new(db)),
             authentication,
+        }
+    }
+
+    /// The same handlers, refusing statements over `limits`.
+    pub fn with_statement_limits(self, limits: StatementLimits) -> Self {
+        Self {
+            handler: Arc::new(EddyHandler::with_limits(self.handler.db.clone(), limits)),
+            authentication: self.authentication,
         }
     }
 }

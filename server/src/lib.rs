@@ -2,10 +2,16 @@
 //!
 //! Modules in data-flow order:
 //!
+//! - [`connection`]: one client connection: TLS negotiation, authentication, the message loop.
+//! - [`frame`]: client messages read whole, bounded and checked before they are decoded.
+//! - [`login_throttle`]: failed logins answered later and later.
 //! - [`auth`]: trust, or SCRAM-SHA-256 with a password; TLS.
+//! - [`limits`]: the server's limits (statement size, expression depth, memory).
 //! - [`handler`]: pgwire handlers (simple and extended query protocol).
+//! - [`portal_execute`]: Execute with no row limit, streamed.
 //! - [`parameters`]: bound parameters as DataFusion values (JSON ones too).
 //! - [`rewrite`]: client SQL DataFusion cannot plan as written, made plannable.
+//! - [`values_subqueries`]: VALUES holding scalar subqueries, as SELECTs DataFusion runs.
 //! - [`session`]: a connection's settings (SET, SHOW, RESET).
 //! - [`activity`]: `pg_stat_activity` and `pg_cancel_backend`.
 //! - [`protocol_statements`]: DEALLOCATE and DISCARD.
@@ -20,6 +26,9 @@
 //! - [`views`]: materialized views: planning, creation, EXPLAIN, the stream catalog.
 //! - [`sources`]: CREATE SOURCE and connector-fed tables.
 //! - [`provider`]: committed rows as DataFusion tables.
+//! - [`function_caps`]: functions that allocate by their arguments, checked (54000).
+//! - [`query_memory`]: each query's own memory pool (`--query-memory-limit`, 53200).
+//! - [`result_stream`]: a query's rows encoded as the client takes them.
 //! - [`system_tables`]: the `eddy_catalog` schema.
 //! - [`restore`]: how long this start took to bring the data back.
 //! - [`metrics`]: Prometheus metrics on an HTTP listener of their own.
@@ -28,6 +37,7 @@
 
 pub mod activity;
 pub mod auth;
+pub mod connection;
 pub mod copy;
 pub mod create_table_as;
 pub mod cursors;
@@ -35,8 +45,12 @@ pub mod database;
 pub mod demo;
 pub mod describe;
 pub mod error;
+pub mod frame;
+pub mod function_caps;
 pub mod handler;
 pub mod information_schema;
+pub mod limits;
+pub mod login_throttle;
 pub mod metrics;
 pub mod parameters;
 pub mod pg_catalog;
@@ -48,11 +62,15 @@ pub mod pg_sizes;
 pub mod pg_text;
 pub mod pg_text_functions;
 pub mod pg_typeof;
+pub mod portal_execute;
 pub mod protocol_statements;
 pub mod provider;
+pub mod query_memory;
 pub mod restore;
+pub mod result_stream;
 pub mod rewrite;
 pub mod session;
 pub mod sources;
 pub mod system_tables;
+pub mod values_subqueries;
 pub mod views;

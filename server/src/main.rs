@@ -8,10 +8,12 @@ use anyhow::Context;
 use clap::Parser;
 use eddy_executor::EngineHandle;
 use eddy_server::auth::{tls_acceptor, Authentication, Credentials};
+use eddy_server::connection::{self, ConnectionOptions};
 use eddy_server::database::Database;
 use eddy_server::handler::EddyServerHandlers;
 use eddy_storage::{SledStore, Store};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 // Batches are allocated and freed by several threads at a high rate; glibc's per-thread
 // arenas fragment under that (RSS measured about twice the live data), mimalloc does not.
@@ -72,6 +74,17 @@ struct Args {
     /// PEM private key for TLS; needs --tls-cert.
     #[arg(long, env = "EDDY_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Clients connected at once at most; the next one is refused with 53300.
+    #[arg(long, env = "EDDY_MAX_CONNECTIONS", default_value_t = 300)]
+    max_connections: usize,
+    /// The longest statement (and protocol message) accepted, e.g. `4MiB`, `512KiB` or bytes;
+    /// a longer one is refused with 54001.
+    #[arg(long, env = "EDDY_MAX_STATEMENT_SIZE", default_value = "4MiB", value_parser = eddy_server::limits::parse_size)]
+    max_statement_size: usize,
+    /// The memory one query may use (sorts and aggregations spill to disk beyond it; what
+    /// cannot is refused with 53200), e.g. `1GiB`.
+    #[arg(long, env = "EDDY_QUERY_MEMORY_LIMIT", default_value = "1GiB", value_parser = eddy_server::limits::parse_size)]
+    query_memory_limit: usize,
     /// Address to serve Prometheus metrics on (`GET /metrics`), e.g. `127.0.0.1:9466`. Off
     /// when not given.
     #[arg(long, env = "EDDY_METRICS_LISTEN")]
@@ -134,6 +147,7 @@ async fn main() -> anyhow::Result<()> {
         store_bytes,
         epoch: db.engine().committed_epoch(),
     });
+    db.set_query_memory_limit(args.query_memory_limit);
     if args.demo {
         eddy_server::demo::install(&db)
             .await
@@ -176,7 +190,17 @@ async fn main() -> anyhow::Result<()> {
         tls = tls.is_some(),
         "client authentication"
     );
-    let handlers = Arc::new(EddyServerHandlers::with_authentication(db, authentication));
+    let limits = eddy_planner::limits::StatementLimits {
+        max_bytes: args.max_statement_size,
+        ..Default::default()
+    };
+    let handlers = Arc::new(
+        EddyServerHandlers::with_authentication(db, authentication).with_statement_limits(limits),
+    );
+    let options = Arc::new(ConnectionOptions::new(tls, args.max_statement_size));
+    let connections = Arc::new(Semaphore::new(args.max_connections));
+    // Refusals are cheap but not free: beyond this many at once, a connection is just closed.
+    let refusals = Arc::new(Semaphore::new(64));
 
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
@@ -185,16 +209,30 @@ async fn main() -> anyhow::Result<()> {
             accepted = listener.accept() => {
                 match accepted {
                     Ok((socket, _)) => {
-                        let handlers = handlers.clone();
-                        let tls = tls.clone();
-                        // A connection's failure (garbage bytes, a dropped client) ends that
-                        // connection only.
-                        tokio::spawn(async move {
-                            let _open = eddy_server::metrics::queries::ConnectionGuard::open();
-                            if let Err(error) = pgwire::tokio::process_socket(socket, tls, handlers).await {
-                                tracing::debug!(%error, "connection closed with an error");
+                        let options = options.clone();
+                        match connections.clone().try_acquire_owned() {
+                            Ok(permit) => {
+                                let handlers = handlers.clone();
+                                // A connection's failure (garbage bytes, a dropped client) ends
+                                // that connection only.
+                                tokio::spawn(async move {
+                                    let _open = eddy_server::metrics::queries::ConnectionGuard::open();
+                                    if let Err(error) = connection::serve(socket, handlers.as_ref(), &options).await {
+                                        tracing::debug!(%error, "connection closed with an error");
+                                    }
+                                    drop(permit);
+                                });
                             }
-                        });
+                            Err(_) => {
+                                if let Ok(permit) = refusals.clone().try_acquire_owned() {
+                                    tokio::spawn(async move {
+                                        let message = "sorry, too many clients already".to_string();
+                                        let _ = connection::refuse(socket, &options, "53300", message).await;
+                                        drop(permit);
+                                    });
+                                }
+                            }
+                        }
                     }
                     Err(error) => tracing::warn!(%error, "accept failed"),
                 }

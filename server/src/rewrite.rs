@@ -34,6 +34,14 @@ const AGGREGATES: &[&str] = &[
 
 /// Rewrites one query for DataFusion; other statements pass unchanged.
 pub fn rewrite_for_datafusion(parsed: ParsedStatement) -> ParsedStatement {
+    let mut parsed = rewrite_client_forms(parsed);
+    if let EddyStatement::Sql(statement) = &mut parsed.statement {
+        crate::values_subqueries::rewrite(statement);
+    }
+    parsed
+}
+
+fn rewrite_client_forms(parsed: ParsedStatement) -> ParsedStatement {
     thread_local! {
         static PARSER: PostgresCompatibilityParser = PostgresCompatibilityParser::new();
     }

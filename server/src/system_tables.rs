@@ -12,8 +12,9 @@ use datafusion::catalog::{MemTable, SchemaProvider, TableProvider};
 use datafusion::error::{DataFusionError, Result};
 use eddy_executor::engine::StoredDeadLetter;
 use eddy_executor::table::LateRow;
+use eddy_executor::view_errors::StoredViewError;
 use eddy_executor::EngineHandle;
-use eddy_storage::keys::{LATE_ROWS_TABLE, SOURCE_ERRORS_TABLE};
+use eddy_storage::keys::{LATE_ROWS_TABLE, SOURCE_ERRORS_TABLE, VIEW_ERRORS_TABLE};
 use eddy_storage::Store;
 
 const TABLES: &[&str] = &[
@@ -25,6 +26,7 @@ const TABLES: &[&str] = &[
     "source_progress",
     "sources",
     "tables",
+    "view_errors",
 ];
 
 pub struct SystemSchema {
@@ -102,6 +104,32 @@ impl SystemSchema {
                 ints(v.iter().map(|_| Some(stats.epoch as i64))),
             ),
             ("definition", strings(v.iter().map(|v| v.sql.clone()))),
+            (
+                "rows_failed",
+                ints(v.iter().map(|v| Some(v.rows_failed as i64))),
+            ),
+        ])
+    }
+
+    fn view_errors(&self) -> Result<RecordBatch> {
+        let rows = self
+            .store
+            .scan_table(VIEW_ERRORS_TABLE)
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let mut failed = Vec::with_capacity(rows.len());
+        for (_, value) in rows {
+            let row: StoredViewError = serde_json::from_slice(&value)
+                .map_err(|e| DataFusionError::External(Box::new(e)))?;
+            failed.push(row);
+        }
+        batch(vec![
+            ("view", strings(failed.iter().map(|f| f.view.clone()))),
+            ("error", strings(failed.iter().map(|f| f.error.clone()))),
+            ("row", strings(failed.iter().map(|f| f.row.clone()))),
+            (
+                "failed_at",
+                timestamps(failed.iter().map(|f| Some(f.failed_at))),
+            ),
         ])
     }
 
@@ -345,6 +373,7 @@ impl SchemaProvider for SystemSchema {
             "source_progress" => self.source_progress()?,
             "source_errors" => self.source_errors()?,
             "restore" => restore_table()?,
+            "view_errors" => self.view_errors()?,
             _ => return Ok(None),
         };
         Ok(Some(Arc::new(MemTable::try_new(

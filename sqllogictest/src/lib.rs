@@ -10,6 +10,7 @@
 //! - [`EddyProcess`]: one running server, killed when dropped.
 //! - [`sql_timestamp`]: timestamp literals for generated rows.
 //! - [`kafka`]: a real Kafka-protocol broker (Tansu) for the Kafka tests.
+//! - [`wire`]: a raw protocol client, for what drivers never send.
 //! - [`postgres`]: a throwaway PostgreSQL 15, the reference of the differential tests.
 
 use std::fs::{File, OpenOptions};
@@ -25,6 +26,7 @@ use tokio::task::JoinHandle;
 
 pub mod kafka;
 pub mod postgres;
+pub mod wire;
 
 /// Environment variable naming the `eddy` executable to test.
 pub const EDDY_BIN_ENV: &str = "EDDY_BIN";

@@ -304,6 +304,77 @@ async fn slow_partition_holds_the_watermark_until_idle() {
 }
 
 #[tokio::test]
+async fn an_idle_source_does_not_hold_a_join_back() {
+    let broker = KafkaBroker::from_env().expect("the test script starts a broker");
+    let clicks = unique_topic("idle-clicks");
+    let buys = unique_topic("idle-buys");
+    broker.create_topic(&clicks, 1).await.unwrap();
+    broker.create_topic(&buys, 1).await.unwrap();
+    let eddy = EddyProcess::start_fresh().await.unwrap();
+    let (client, _conn) = eddy.connect().await.unwrap();
+    let source = |name: &str, topic: &str| {
+        format!(
+            "CREATE SOURCE {name} (sensor BIGINT, value BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+             WITH (connector = 'kafka', topic = '{topic}', properties.bootstrap.server = '{}',
+                   watermark.idle.timeout = '2s')
+             FORMAT PLAIN ENCODE JSON;",
+            broker.bootstrap()
+        )
+    };
+    client
+        .batch_execute(&format!(
+            "{}{}
+             CREATE MATERIALIZED VIEW bought AS
+               SELECT c.sensor, c.ts, b.value FROM clicks c JOIN buys b ON c.sensor = b.sensor
+               AND b.ts BETWEEN c.ts AND c.ts + INTERVAL '5' SECOND;
+             CREATE MATERIALIZED VIEW bought_per_window AS SELECT window_start, count(*) AS n
+               FROM TUMBLE(bought, ts, INTERVAL '10' SECOND) GROUP BY window_start EMIT ON WINDOW CLOSE;",
+            source("clicks", &clicks),
+            source("buys", &buys)
+        ))
+        .await
+        .unwrap();
+    broker
+        .produce_batch(&clicks, &[Record::payload(json(1, 0, T0 + 1_000))])
+        .await
+        .unwrap();
+    broker
+        .produce_batch(&buys, &[Record::payload(json(1, 7, T0 + 2_000))])
+        .await
+        .unwrap();
+    client.batch_execute("FLUSH").await.unwrap();
+    assert_eq!(
+        query_i64(&client, "SELECT sensor, value FROM bought").await,
+        vec![vec![Some(1), Some(7)]]
+    );
+    // Clicks move a minute on; buys say nothing. While buys is active its watermark
+    // (00:00:01) holds the join's clock, so the first window stays open.
+    broker
+        .produce_batch(&clicks, &[Record::payload(json(2, 0, T0 + 60_000))])
+        .await
+        .unwrap();
+    client.batch_execute("FLUSH").await.unwrap();
+    assert_eq!(
+        query_i64(&client, "SELECT n FROM bought_per_window").await,
+        Vec::<Vec<Option<i64>>>::new()
+    );
+    // Once buys is idle, clicks alone move the join's clock: the window closes.
+    let started = std::time::Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        client.batch_execute("FLUSH").await.unwrap();
+        let rows = query_i64(&client, "SELECT n FROM bought_per_window").await;
+        if rows == vec![vec![Some(1)]] {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the window never closed: {rows:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn kill9_mid_stream_counts_every_message_once() {
     let broker = KafkaBroker::from_env().expect("the test script starts a broker");
     let topic = unique_topic("kill");

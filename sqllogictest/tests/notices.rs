@@ -178,3 +178,47 @@ async fn join_state_that_grows_forever_is_announced_per_side() {
         .unwrap();
     assert_eq!(drain(&mut notices), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn a_top_n_whose_partitions_never_close_is_announced() {
+    let eddy = EddyProcess::start_fresh().await.unwrap();
+    let (client, mut notices) = connect_with_notices(&eddy).await;
+    client
+        .batch_execute(
+            "CREATE TABLE bids (auction INT, price BIGINT, ts TIMESTAMP,
+               WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) APPEND ONLY;
+             CREATE TABLE items (id INT PRIMARY KEY, price BIGINT)",
+        )
+        .await
+        .unwrap();
+    drain(&mut notices);
+    // Per auction, over an append-only stream: a top for every auction ever seen.
+    client
+        .batch_execute(
+            "CREATE MATERIALIZED VIEW top_bids AS SELECT auction, price FROM (
+               SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM bids
+             ) t WHERE rn <= 3",
+        )
+        .await
+        .unwrap();
+    let got = drain(&mut notices);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].contains("\"top_bids\" has unbounded state"),
+        "{got:?}"
+    );
+    assert!(got[0].contains("window_start"), "{got:?}");
+    // Bounded: one global top over the stream, a top per window, a top over a table.
+    client
+        .batch_execute(
+            "CREATE MATERIALIZED VIEW top_overall AS SELECT auction, price FROM bids ORDER BY price DESC LIMIT 5;
+             CREATE MATERIALIZED VIEW top_per_window AS SELECT window_start, price FROM (
+               SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start ORDER BY price DESC) AS rn
+               FROM TUMBLE(bids, ts, INTERVAL '10' SECOND)
+             ) t WHERE rn <= 3;
+             CREATE MATERIALIZED VIEW cheapest_items AS SELECT id FROM items ORDER BY price LIMIT 3",
+        )
+        .await
+        .unwrap();
+    assert_eq!(drain(&mut notices), Vec::<String>::new());
+}

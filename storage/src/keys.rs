@@ -12,6 +12,8 @@ pub const META_TABLE: TableId = 1;
 pub const LATE_ROWS_TABLE: TableId = 2;
 /// Messages a source could not decode (`eddy_catalog.source_errors`).
 pub const SOURCE_ERRORS_TABLE: TableId = 3;
+/// Rows a view's expressions failed on (`eddy_catalog.view_errors`).
+pub const VIEW_ERRORS_TABLE: TableId = 4;
 /// The first id handed out to user objects; everything below is reserved.
 pub const FIRST_USER_TABLE: TableId = 16;
 

@@ -138,7 +138,7 @@ fn push(operator: &mut dyn Operator, text: &str) {
 fn watermark(operator: &mut dyn Operator, value: i64) -> Vec<String> {
     let mut out = Vec::new();
     operator
-        .process_watermark(Watermark { clock: 0, value }, &mut out)
+        .process_watermark(Watermark::at(0, value), &mut out)
         .unwrap();
     render(out)
 }

@@ -4,14 +4,22 @@
 //! A broker that goes away is retried with backoff while the error shows in
 //! `eddy_catalog.source_progress`; librdkafka keeps its fetch positions, so consumption goes on
 //! where it stopped when the broker is back. New partitions are picked up by polling metadata.
+//!
+//! Losing the broker is reported at once (librdkafka's error callback), and after it no rows
+//! are sent before every partition's high-water offset was fetched again: until then the
+//! engine counts no partition idle, so the first partition to deliver after an outage cannot
+//! move the watermark past rows another one still holds.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::Array;
+use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -107,10 +115,12 @@ impl KafkaConnector {
         })
     }
 
-    fn consumer(&self) -> Result<BaseConsumer> {
-        self.config.create().map_err(|e| {
-            ExecError::NotSupported(format!("Kafka client for {}: {e}", self.bootstrap))
-        })
+    fn consumer(&self) -> Result<Consumer_> {
+        self.config
+            .create_with_context(BrokerWatch::default())
+            .map_err(|e| {
+                ExecError::NotSupported(format!("Kafka client for {}: {e}", self.bootstrap))
+            })
     }
 
     /// Checks, at CREATE time, that the broker answers and the topic exists.
@@ -137,7 +147,7 @@ impl KafkaConnector {
         Ok(())
     }
 
-    fn partitions(&self, consumer: &BaseConsumer) -> Result<Vec<i32>> {
+    fn partitions(&self, consumer: &Consumer_) -> Result<Vec<i32>> {
         let metadata = consumer
             .fetch_metadata(Some(&self.topic), NETWORK_TIMEOUT)
             .map_err(|e| {
@@ -155,7 +165,7 @@ impl KafkaConnector {
 
     /// The offset a partition without a committed position starts at, as a number: a
     /// restart before its first message then resumes from the same place.
-    fn start_offset(&self, consumer: &BaseConsumer, partition: i32) -> Result<i64> {
+    fn start_offset(&self, consumer: &Consumer_, partition: i32) -> Result<i64> {
         let (low, high) = consumer
             .fetch_watermarks(&self.topic, partition, NETWORK_TIMEOUT)
             .map_err(|e| {
@@ -184,7 +194,7 @@ impl KafkaConnector {
         })
     }
 
-    fn assign(&self, consumer: &BaseConsumer, positions: &BTreeMap<i32, Offset>) -> Result<()> {
+    fn assign(&self, consumer: &Consumer_, positions: &BTreeMap<i32, Offset>) -> Result<()> {
         let mut list = TopicPartitionList::new();
         for (&partition, &offset) in positions {
             list.add_partition_offset(&self.topic, partition, offset)
@@ -195,15 +205,17 @@ impl KafkaConnector {
             .map_err(|e| ExecError::NotSupported(format!("assigning partitions: {e}")))
     }
 
+    /// Reports every partition's end and position. Returns whether each end was fetched
+    /// (false: the broker did not answer for some), and false for `sent` when stopping.
     fn report_splits(
         &self,
-        consumer: &BaseConsumer,
+        consumer: &Consumer_,
         partitions: &[i32],
         next: &BTreeMap<i32, i64>,
         generation: u64,
         context: &ConnectorContext,
-    ) -> bool {
-        let splits = partitions
+    ) -> Reported {
+        let splits: Vec<SplitReport> = partitions
             .iter()
             .map(|&p| SplitReport {
                 split: p.to_string(),
@@ -214,7 +226,9 @@ impl KafkaConnector {
                 position: next.get(&p).copied(),
             })
             .collect();
-        context.send(SourceEvent::Splits { splits, generation })
+        let complete = splits.iter().all(|s| s.high_watermark.is_some());
+        let sent = context.send(SourceEvent::Splits { splits, generation });
+        Reported { sent, complete }
     }
 
     /// One connected session: assign, then poll until stopped or an error needs a reconnect.
@@ -228,9 +242,12 @@ impl KafkaConnector {
         }
         self.assign(&consumer, &self.offsets(&partitions, next))?;
         let mut generation = context.refresh.load(Ordering::Relaxed);
-        if !self.report_splits(&consumer, &partitions, next, generation, context) {
+        let reported = self.report_splits(&consumer, &partitions, next, generation, context);
+        if !reported.sent {
             return Ok(());
         }
+        // Rows wait until every partition's end is known afresh (see the module's doc).
+        let mut ends_stale = !reported.complete;
         let mut last_metadata = Instant::now();
         let mut pending: BTreeMap<i32, Vec<PendingMessage>> = BTreeMap::new();
         let mut batch_started = Instant::now();
@@ -253,11 +270,28 @@ impl KafkaConnector {
                 Some(Err(error)) => {
                     // Transient errors (a broker restarting) are retried by librdkafka.
                     context.send(SourceEvent::Error(format!("{}: {error}", self.bootstrap)));
+                    ends_stale = true;
                 }
                 None => {}
             }
+            if let Some(trouble) = consumer.context().take_trouble() {
+                context.send(SourceEvent::Error(format!("{}: {trouble}", self.bootstrap)));
+                ends_stale = true;
+            }
             let full = pending.values().map(Vec::len).sum::<usize>() >= BATCH_MESSAGES;
-            if (full || batch_started.elapsed() >= BATCH_WAIT)
+            if ends_stale && !pending.is_empty() {
+                let reported =
+                    self.report_splits(&consumer, &partitions, next, generation, context);
+                if !reported.sent {
+                    return Ok(());
+                }
+                ends_stale = !reported.complete;
+                last_metadata = Instant::now();
+            }
+            // While the ends are unknown rows wait (bounded: past a full batch they go anyway).
+            let hold = ends_stale && !full;
+            if !hold
+                && (full || batch_started.elapsed() >= BATCH_WAIT)
                 && !self.send_pending(&mut pending, next, context)?
             {
                 return Ok(());
@@ -285,9 +319,19 @@ impl KafkaConnector {
                     }
                 }
                 generation = requested;
-                if !self.report_splits(&consumer, &partitions, next, generation, context) {
+                let reported =
+                    self.report_splits(&consumer, &partitions, next, generation, context);
+                if !reported.sent {
                     return Ok(());
                 }
+                if !reported.complete {
+                    // The broker did not answer: an outage librdkafka has not reported yet.
+                    context.send(SourceEvent::Error(format!(
+                        "{}: no high-water offsets (broker unreachable?)",
+                        self.bootstrap
+                    )));
+                }
+                ends_stale = !reported.complete;
                 last_metadata = Instant::now();
             }
         }
@@ -447,6 +491,47 @@ impl KafkaConnector {
         Some(format!("{{{}: {value}}}", serde_json::to_string(name).ok()?).into_bytes())
     }
 }
+
+/// What reporting the splits did.
+struct Reported {
+    /// The report went out (false: the connector is stopping).
+    sent: bool,
+    /// Every partition's end was fetched.
+    complete: bool,
+}
+
+type Consumer_ = BaseConsumer<BrokerWatch>;
+
+/// librdkafka's error callback: remembers that the broker was lost (or a request to it
+/// failed) so that the connector reports it and re-fetches the partitions' ends.
+#[derive(Default)]
+struct BrokerWatch {
+    trouble: AtomicBool,
+    reason: Mutex<Option<String>>,
+}
+
+impl BrokerWatch {
+    /// The trouble seen since the last call, if any.
+    fn take_trouble(&self) -> Option<String> {
+        if !self.trouble.swap(false, Ordering::Relaxed) {
+            return None;
+        }
+        self.reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .or_else(|| Some("broker error".into()))
+    }
+}
+
+impl ClientContext for BrokerWatch {
+    fn error(&self, error: KafkaError, reason: &str) {
+        *self.reason.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("{error}: {reason}"));
+        self.trouble.store(true, Ordering::Relaxed);
+    }
+}
+
+impl ConsumerContext for BrokerWatch {}
 
 struct PendingMessage {
     offset: i64,

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use eddy_planner::StreamPlan;
-use eddy_storage::keys::LATE_ROWS_TABLE;
+use eddy_storage::keys::{LATE_ROWS_TABLE, VIEW_ERRORS_TABLE};
 use eddy_storage::{CatalogEntry, EpochBatch, ObjectKind, TableId};
 
 use super::{Engine, Restore, ViewRuntime};
@@ -280,6 +280,13 @@ impl Engine {
             let late: Option<crate::table::LateRow> = serde_json::from_slice(&value).ok();
             if late.is_some_and(|l| l.object == name) {
                 self.epoch_writes.delete(LATE_ROWS_TABLE, &key);
+            }
+        }
+        for (key, value) in self.store.scan_table(VIEW_ERRORS_TABLE)? {
+            let failed: Option<crate::view_errors::StoredViewError> =
+                serde_json::from_slice(&value).ok();
+            if failed.is_some_and(|f| f.view == name) {
+                self.epoch_writes.delete(VIEW_ERRORS_TABLE, &key);
             }
         }
         self.remove_entry(&entry)

@@ -292,6 +292,8 @@ struct Counters {
     late_seq: u64,
     #[serde(default)]
     error_seq: u64,
+    #[serde(default)]
+    view_error_seq: u64,
 }
 
 const COUNTERS: &str = "counters";
@@ -663,6 +665,14 @@ impl Engine {
                     .commit(&mut batch, &mut self.counters.late_seq)?;
             }
             let changes = view.graph.barrier(barrier, &mut batch)?;
+            for failed in view.graph.take_failed_rows() {
+                crate::view_errors::write(
+                    &mut batch,
+                    &mut self.counters.view_error_seq,
+                    &name,
+                    failed,
+                )?;
+            }
             self.deliver(&name, changes)?;
         }
         for feed in self.feeds.values_mut() {
@@ -699,21 +709,20 @@ impl Engine {
     }
 
     fn insert(&mut self, name: &str, batches: Vec<RecordBatch>) -> Result<u64> {
-        let mut applied = 0;
-        for batch in batches {
-            let rows = batch.num_rows() as u64;
-            let (_, table) = self.tables.get_mut(name).ok_or_else(|| {
-                ExecError::UndefinedObject(format!("table \"{name}\" does not exist"))
-            })?;
-            let late_before = table.rows_late();
-            // DML is one split of its own.
-            let outcome = table.insert(batch, "", self.store.as_ref());
-            let outcome = self.abandon_on_error(outcome)?;
-            let late = self.tables[name].1.rows_late() - late_before;
-            applied += rows - late;
-            self.fan_out(name, outcome)?;
+        let (_, table) = self.tables.get_mut(name).ok_or_else(|| {
+            ExecError::UndefinedObject(format!("table \"{name}\" does not exist"))
+        })?;
+        let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+        let late_before = table.rows_late();
+        // DML is one split of its own; the statement's rows are judged together.
+        let outcome = table.insert_statement(batches, "", self.store.as_ref());
+        let (chunks, watermark) = self.abandon_on_error(outcome)?;
+        let late = self.tables[name].1.rows_late() - late_before;
+        for chunk in chunks {
+            self.fan_out(name, (Some(chunk), None))?;
         }
-        Ok(applied)
+        self.fan_out(name, (None, watermark))?;
+        Ok(rows - late)
     }
 
     fn change(
@@ -851,6 +860,7 @@ impl Engine {
                         open_windows: view.graph.open_windows() as u64,
                         unbounded_state: view.plan.has_unbounded_state(),
                         joins: view.graph.join_state(),
+                        rows_failed: view.graph.rows_failed(),
                     }
                 })
                 .collect(),

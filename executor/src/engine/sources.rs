@@ -147,16 +147,21 @@ impl Engine {
                     feed.report(report);
                 }
                 feed.reported_generation = feed.reported_generation.max(generation);
+                // A split found behind its fresh end stops counting as idle before its rows
+                // come, not at the next tick.
+                let changed = feed.update_idle();
                 if let Some(table) = self.feed_table(target) {
                     for report in &splits {
                         table.register_split(&report.split);
                     }
                 }
-                Ok(())
+                self.set_splits_idle(target, changed)
             }
             SourceEvent::Error(message) => {
                 feed.last_error = Some(message);
-                Ok(())
+                feed.broker_lost();
+                let changed = feed.update_idle();
+                self.set_splits_idle(target, changed)
             }
             SourceEvent::Finished => {
                 feed.finished = true;
@@ -220,36 +225,33 @@ impl Engine {
     pub(super) fn tick_feeds(&mut self) {
         let names: Vec<String> = self.feeds.keys().cloned().collect();
         for name in names {
-            let mut newly_idle = Vec::new();
-            if let Some(feed) = self.feeds.get_mut(&name) {
-                feed.tick();
-                let timeout = feed.idle_timeout;
-                for (split, progress) in feed.splits.iter_mut() {
-                    // A split with messages still unread is slow, not idle: its rows would
-                    // otherwise arrive late behind the others' watermark.
-                    let lagging = progress
-                        .high_watermark
-                        .is_some_and(|high| progress.position < high);
-                    let idle = !lagging && progress.last_data.elapsed() >= timeout;
-                    if idle != progress.idle {
-                        progress.idle = idle;
-                        newly_idle.push((split.clone(), idle));
-                    }
+            let changed = match self.feeds.get_mut(&name) {
+                Some(feed) => {
+                    feed.tick();
+                    feed.update_idle()
                 }
-            }
-            for (split, idle) in newly_idle {
-                let watermark = self
-                    .feed_table(&name)
-                    .and_then(|t| t.set_split_idle(&split, idle));
-                if let Some(watermark) = watermark {
-                    self.dirty = true;
-                    if let Err(error) = self.route(&name, (None, Some(watermark))) {
-                        let _ = self.abandon_on_error::<()>(Err(error));
-                        return;
-                    }
-                }
+                None => continue,
+            };
+            if let Err(error) = self.set_splits_idle(&name, changed) {
+                let _ = self.abandon_on_error::<()>(Err(error));
+                return;
             }
         }
+    }
+
+    /// Tells the table fed by `name` which splits went idle or active, and sends on the
+    /// watermark that moved.
+    fn set_splits_idle(&mut self, name: &str, changed: Vec<(String, bool)>) -> Result<()> {
+        for (split, idle) in changed {
+            let watermark = self
+                .feed_table(name)
+                .and_then(|t| t.set_split_idle(&split, idle));
+            if let Some(watermark) = watermark {
+                self.dirty = true;
+                self.route(name, (None, Some(watermark)))?;
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn source_progress(&self) -> Vec<SourceProgressStats> {

@@ -172,9 +172,7 @@ pub struct AsofJoinOperator {
     /// Each left row's current match: (join key, place) → the right row's place.
     matches: HashMap<(Box<[u8]>, Place), Option<Place>>,
     output: PairRows,
-    /// Each input's newest clock values, and the output clocks last emitted.
-    latest: [HashMap<usize, i64>; 2],
-    emitted: Vec<Option<i64>>,
+    clocks: crate::clocks::InputClocks,
     max_fan_out: u64,
 }
 
@@ -196,15 +194,14 @@ impl AsofJoinOperator {
             plan.left.key_fields.len(),
             plan.right_width,
         );
-        let emitted = vec![None; plan.clocks.len()];
+        let clocks = crate::clocks::InputClocks::new(2, &plan.clocks);
         let mut operator = Self {
             plan,
             left,
             right,
             matches: HashMap::new(),
             output,
-            latest: [HashMap::new(), HashMap::new()],
-            emitted,
+            clocks,
             max_fan_out: 0,
         };
         // The matches follow from the state; they were emitted before the restart.
@@ -504,7 +501,7 @@ impl AsofJoinOperator {
             .clocks
             .first()
             .and_then(|c| c.terms.first())
-            .and_then(|&(_, clock, shift)| self.latest[0].get(&clock).map(|v| v + shift));
+            .and_then(|&(_, clock, shift)| self.clocks.value(0, clock).map(|v| v + shift));
         let Some(horizon) = left_watermark.map(|w| w.min(waiting)) else {
             return;
         };
@@ -560,38 +557,17 @@ impl Operator for AsofJoinOperator {
         watermark: Watermark,
         out: &mut Vec<Message>,
     ) -> Result<()> {
-        let latest = self.latest[input]
-            .entry(watermark.clock)
-            .or_insert(watermark.value);
-        *latest = (*latest).max(watermark.value);
+        let value = self.clocks.observe(input, &watermark);
         if self.plan.final_rows {
-            if let Some(clock) = self.plan.right_clock {
+            if let (Some(clock), Some(value)) = (self.plan.right_clock, value) {
                 if input == 1 && clock.clock == watermark.clock {
-                    self.finish_below(watermark.value.saturating_add(clock.shift));
+                    self.finish_below(value.saturating_add(clock.shift));
                     self.output
                         .emit(&self.left.row_codec, &self.right.row_codec, out)?;
                 }
             }
         }
-        for (clock, emitted) in self.plan.clocks.iter().zip(&mut self.emitted) {
-            let bounds: Option<Vec<i64>> = clock
-                .terms
-                .iter()
-                .map(|&(side, id, shift)| {
-                    self.latest[side].get(&id).map(|v| v.saturating_add(shift))
-                })
-                .collect();
-            let Some(value) = bounds.and_then(|b| b.into_iter().min()) else {
-                continue;
-            };
-            if emitted.is_none_or(|e| value > e) {
-                *emitted = Some(value);
-                out.push(Message::Watermark(Watermark {
-                    clock: clock.clock,
-                    value,
-                }));
-            }
-        }
+        self.clocks.emit_advanced(out);
         Ok(())
     }
 

@@ -30,9 +30,10 @@ use datafusion::arrow::row::Rows;
 use datafusion::common::JoinType;
 use datafusion::physical_expr::PhysicalExpr;
 use eddy_planner::window::to_micros;
-use eddy_planner::{JoinClock, JoinPlan};
+use eddy_planner::JoinPlan;
+
+use crate::clocks::InputClocks;
 use eddy_storage::{EpochBatch, Store, TableId};
-use hashbrown::HashMap;
 
 use crate::stats::JoinSideStats;
 use crate::{Barrier, ExecError, Message, Operator, Result, StreamChunk, Watermark};
@@ -98,10 +99,7 @@ pub struct JoinOperator {
     shape: Shape,
     sides: [SideState; 2],
     output: OutputBuilder,
-    /// Each input's newest value of each of its clocks.
-    latest: [HashMap<usize, i64>; 2],
-    /// Per derived clock: the value last emitted.
-    clocks: Vec<(JoinClock, Option<i64>)>,
+    clocks: InputClocks,
 }
 
 /// One row of the chunk being applied.
@@ -160,13 +158,12 @@ impl JoinOperator {
         ];
         let shape = Shape::of(plan.join_type);
         let output = OutputBuilder::new(&plan, schema);
-        let clocks = plan.clocks.iter().map(|c| (c.clone(), None)).collect();
+        let clocks = InputClocks::new(2, &plan.clocks);
         Ok(Self {
             plan,
             shape,
             sides,
             output,
-            latest: [HashMap::new(), HashMap::new()],
             clocks,
         })
     }
@@ -511,38 +508,16 @@ impl Operator for JoinOperator {
         watermark: Watermark,
         out: &mut Vec<Message>,
     ) -> Result<()> {
-        let latest = self.latest[input]
-            .entry(watermark.clock)
-            .or_insert(watermark.value);
-        *latest = (*latest).max(watermark.value);
-        let value = *latest;
+        let value = self.clocks.observe(input, &watermark);
         // Rows of the other side no future row of this input can match leave the state.
         let other = 1 - input;
-        if let Some(eviction) = self.plan.evictions[other] {
+        if let (Some(eviction), Some(value)) = (self.plan.evictions[other], value) {
             if eviction.clock == watermark.clock {
                 self.evict(other, value.saturating_add(eviction.shift), out)?;
             }
         }
         // Then the clocks the output carries (after any padded rows the eviction emitted).
-        for (clock, emitted) in &mut self.clocks {
-            let bounds: Option<Vec<i64>> = clock
-                .terms
-                .iter()
-                .map(|&(side, id, shift)| {
-                    self.latest[side].get(&id).map(|v| v.saturating_add(shift))
-                })
-                .collect();
-            let Some(value) = bounds.and_then(|b| b.into_iter().min()) else {
-                continue;
-            };
-            if emitted.is_none_or(|e| value > e) {
-                *emitted = Some(value);
-                out.push(Message::Watermark(Watermark {
-                    clock: clock.clock,
-                    value,
-                }));
-            }
-        }
+        self.clocks.emit_advanced(out);
         // The inputs' own clocks bound nothing in the output.
         Ok(())
     }

@@ -1,20 +1,28 @@
-//! Evaluates the projection's expressions on whole batches; the stream key rides along.
+//! Evaluates the projection's expressions on whole batches; the stream key rides along. Rows
+//! the expressions fail on are set aside with their error ([`super::failed_rows`]).
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::physical_expr::PhysicalExpr;
 
+use super::failed_rows::{evaluate_isolating, FailedRow, FailedRows};
 use crate::{Message, Operator, Result, StreamChunk};
 
 pub struct ProjectOperator {
     exprs: Vec<Arc<dyn PhysicalExpr>>,
     schema: SchemaRef,
+    failed: FailedRows,
 }
 
 impl ProjectOperator {
     pub fn new(exprs: Vec<Arc<dyn PhysicalExpr>>, schema: SchemaRef) -> Self {
-        Self { exprs, schema }
+        Self {
+            exprs,
+            schema,
+            failed: FailedRows::default(),
+        }
     }
 }
 
@@ -24,12 +32,23 @@ impl Operator for ProjectOperator {
     }
 
     fn process_chunk(&mut self, chunk: StreamChunk, out: &mut Vec<Message>) -> Result<()> {
-        let rows = chunk.len();
-        let columns = self
-            .exprs
-            .iter()
-            .map(|e| e.evaluate(&chunk.batch)?.into_array(rows))
-            .collect::<Result<Vec<_>, _>>()?;
+        let exprs = &self.exprs;
+        let project = |batch: &RecordBatch| -> Result<Vec<ArrayRef>> {
+            exprs
+                .iter()
+                .map(|e| Ok(e.evaluate(batch)?.into_array(batch.num_rows())?))
+                .collect()
+        };
+        let visible = chunk.visible_len();
+        let Some((columns, kept)) =
+            evaluate_isolating(&chunk.batch, visible, project, &mut self.failed)?
+        else {
+            return Ok(());
+        };
+        let chunk = match kept {
+            Some(mask) => chunk.filter(&mask)?,
+            None => chunk,
+        };
         let key = chunk.key_columns().to_vec();
         out.push(Message::Chunk(StreamChunk::new(
             chunk.ops,
@@ -38,5 +57,13 @@ impl Operator for ProjectOperator {
             key,
         )?));
         Ok(())
+    }
+
+    fn take_failed_rows(&mut self) -> Vec<FailedRow> {
+        self.failed.take()
+    }
+
+    fn rows_failed(&self) -> u64 {
+        self.failed.total()
     }
 }

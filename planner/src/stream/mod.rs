@@ -12,7 +12,7 @@
 //! join derives a clock of its own where its output is bounded by both inputs.
 //!
 //! One file per operator: [`input`] (tables, sources, views and window TVFs), [`project`]
-//! (projections and filters), [`aggregate`], [`join`].
+//! (projections and filters), [`aggregate`], [`join`], [`union`].
 
 mod aggregate;
 mod input;
@@ -20,6 +20,8 @@ mod join;
 mod join_bounds;
 mod project;
 mod temporal;
+mod top_n;
+mod union;
 
 use std::fmt;
 use std::sync::Arc;
@@ -35,6 +37,8 @@ pub use aggregate::{AggregatePlan, SessionWindow, WindowBound};
 pub use join::{JoinClock, JoinOutputKey, JoinPlan, JoinSideInfo};
 pub use join_bounds::Eviction;
 pub use temporal::{AsofOrder, AsofPlan, LookupPlan};
+pub use top_n::{PartitionClose, RankKind, TopNPlan};
+pub use union::UnionPlan;
 
 use crate::window::WindowSpec;
 use crate::{PlanError, Result};
@@ -137,6 +141,10 @@ pub enum NodeKind {
     Asof(Box<AsofPlan>),
     /// Lookups into a table's or view's current rows (`FOR SYSTEM_TIME AS OF PROCTIME()`).
     Lookup(Box<LookupPlan>),
+    /// `UNION ALL` of any number of inputs.
+    Union(Box<UnionPlan>),
+    /// `ORDER BY ... LIMIT` and ranks bounded per partition.
+    TopN(Box<TopNPlan>),
 }
 
 /// One incremental operator and the inputs it reads (none for an input, two for a join).
@@ -171,7 +179,7 @@ impl StreamNode {
     /// How many state tables this node's operator keeps (aggregates one, joins one per side).
     pub fn state_tables(&self) -> usize {
         match &self.kind {
-            NodeKind::Aggregate(_) => 1,
+            NodeKind::Aggregate(_) | NodeKind::TopN(_) => 1,
             NodeKind::Join(_) | NodeKind::Asof(_) => 2,
             _ => 0,
         }
@@ -275,6 +283,7 @@ impl StreamPlan {
             .flat_map(|node| match &node.kind {
                 NodeKind::Aggregate(agg) => agg.unbounded_state(&node.inputs[0], self),
                 NodeKind::Join(join) => join.unbounded_state(),
+                NodeKind::TopN(top) => top.unbounded_state().into_iter().collect(),
                 NodeKind::Asof(asof) if !asof.final_rows => vec![format!(
                     "the ASOF join keeps every row of both inputs ({} and {}) forever, to re-match them when the other side changes",
                     asof.left.reads.join(", "),
@@ -374,11 +383,12 @@ pub fn plan_stream(
         NodeKind::Aggregate(a) => a.window.is_some(),
         NodeKind::Join(j) => j.evictions.iter().all(Option::is_some),
         NodeKind::Asof(a) => a.final_rows,
+        NodeKind::TopN(t) => t.emit_on_close,
         _ => false,
     };
     if emit_on_window_close && !planned.any_node(closes) {
         return Err(PlanError::Invalid(
-            "EMIT ON WINDOW CLOSE needs a GROUP BY on window_start or window_end of a TUMBLE, HOP, CUMULATE or SESSION window, or a join a watermark bounds on both sides (a window join, an interval join)".into(),
+            "EMIT ON WINDOW CLOSE needs a GROUP BY on window_start or window_end of a TUMBLE, HOP, CUMULATE or SESSION window, a join a watermark bounds on both sides (a window join, an interval join), or a top-N partitioned by a window's window_start or window_end over an append-only input".into(),
         ));
     }
     let root = planned.node;
@@ -417,6 +427,9 @@ impl Planner<'_> {
             LogicalPlan::Projection(projection) => self.plan_projection(projection),
             LogicalPlan::Aggregate(aggregate) => self.plan_aggregate(aggregate),
             LogicalPlan::Join(join) => self.plan_join(join),
+            LogicalPlan::Union(union) => self.plan_union(union),
+            LogicalPlan::Limit(limit) => self.plan_limit(limit),
+            LogicalPlan::Sort(sort) => self.plan_sort(sort),
             other => Err(PlanError::NotSupported(format!(
                 "{} in a materialized view",
                 node_kind(other)

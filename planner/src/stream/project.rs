@@ -13,6 +13,9 @@ use crate::Result;
 
 impl Planner<'_> {
     pub(super) fn plan_filter(&mut self, filter: &Filter) -> Result<Planned> {
+        if let Some(top_n) = self.plan_rank_filter(filter)? {
+            return Ok(top_n);
+        }
         let planned = self.plan_node(&filter.input)?;
         let predicate = self.physical(&filter.predicate, filter.input.schema())?;
         Ok(self.filter_rows(planned, predicate, filter.input.schema()))
@@ -36,7 +39,16 @@ impl Planner<'_> {
     }
 
     pub(super) fn plan_projection(&mut self, projection: &Projection) -> Result<Planned> {
-        let mut planned = self.plan_node(&projection.input)?;
+        let planned = self.plan_node(&projection.input)?;
+        self.apply_projection(planned, projection)
+    }
+
+    /// `projection` over its already planned input.
+    pub(super) fn apply_projection(
+        &mut self,
+        mut planned: Planned,
+        projection: &Projection,
+    ) -> Result<Planned> {
         let input = projection.input.schema();
         let mut exprs = projection
             .expr
