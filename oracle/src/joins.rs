@@ -252,7 +252,64 @@ fn random_view(rng: &mut StdRng, index: usize, tables: usize, earlier: &[JoinVie
     let aggregate_view = earlier
         .iter()
         .position(|v| v.columns.first().is_some_and(|c| c == "gk"));
-    match rng.random_range(0..7) {
+    match rng.random_range(0..10) {
+        7 => JoinView {
+            // A top-N over a table with updates and deletes (ties broken by the key, so that
+            // the batch answer is one answer).
+            sql: if rng.random_bool(0.5) {
+                format!(
+                    "SELECT id AS tid, v AS tv FROM {} ORDER BY v DESC, id LIMIT {}",
+                    t(rng),
+                    rng.random_range(1..4)
+                )
+            } else {
+                format!(
+                    "SELECT id AS tid, v AS tv FROM {} ORDER BY v, id LIMIT 2 OFFSET 1",
+                    t(rng)
+                )
+            },
+            name,
+            reads: Vec::new(),
+            columns: columns(&["tid", "tv"]),
+        },
+        8 => {
+            // Ranks per partition: ROW_NUMBER (ties by the key), RANK and DENSE_RANK (ties
+            // together), dedup with = 1.
+            let (function, order, bound) = match rng.random_range(0..4) {
+                0 => ("ROW_NUMBER", "v DESC, id", "<= 2"),
+                1 => ("RANK", "v", "<= 2"),
+                2 => ("DENSE_RANK", "v DESC", "< 3"),
+                _ => ("ROW_NUMBER", "id", "= 1"),
+            };
+            JoinView {
+                sql: format!(
+                    "SELECT id AS rid, k AS rk, v AS rv, r FROM (SELECT *, {function}() OVER (PARTITION BY k ORDER BY {order}) AS r FROM {}) t WHERE r {bound}",
+                    t(rng)
+                ),
+                name,
+                reads: Vec::new(),
+                columns: columns(&["rid", "rk", "rv", "r"]),
+            }
+        }
+        9 => JoinView {
+            // UNION ALL of two tables (or a table with itself), and UNION over it.
+            sql: if rng.random_bool(0.6) {
+                format!(
+                    "SELECT id AS uid, v AS uv FROM {} UNION ALL SELECT id AS uid, v AS uv FROM {}",
+                    t(rng),
+                    t(rng)
+                )
+            } else {
+                format!(
+                    "SELECT k AS uid, k2 AS uv FROM {} UNION SELECT k AS uid, k2 AS uv FROM {}",
+                    t(rng),
+                    t(rng)
+                )
+            },
+            name,
+            reads: Vec::new(),
+            columns: columns(&["uid", "uv"]),
+        },
         0 | 1 => JoinView {
             sql: format!(
                 "SELECT {pairs} FROM {} a {} {} b ON a.k = b.k{}",

@@ -499,7 +499,15 @@ impl Operator for JoinOperator {
         chunk: StreamChunk,
         out: &mut Vec<Message>,
     ) -> Result<()> {
-        self.apply(input, chunk, out)
+        self.apply(input, chunk, out)?;
+        // A row already behind the other side's watermark can match no future row: it leaves
+        // at once (the other side may never send another watermark: a finished source).
+        if let Some(eviction) = self.plan.evictions[input] {
+            if let Some(value) = self.clocks.value(1 - input, eviction.clock) {
+                self.evict(input, value.saturating_add(eviction.shift), out)?;
+            }
+        }
+        Ok(())
     }
 
     fn process_input_watermark(
