@@ -115,8 +115,20 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// Stack of each runtime worker: planning and evaluating an expression as deep as the depth
+/// limit allows recurses once per level (DataFusion's planner and evaluators), which overflows
+/// the default 2 MiB in a debug build.
+const WORKER_STACK_BYTES: usize = 16 << 20;
+
+fn main() -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(WORKER_STACK_BYTES)
+        .build()?
+        .block_on(serve())
+}
+
+async fn serve() -> anyhow::Result<()> {
     let args = Args::parse();
     init_logging(args.log_format);
 

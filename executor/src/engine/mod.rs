@@ -122,8 +122,11 @@ impl EngineHandle {
         let mut engine = Engine::new(store, stats.clone())?;
         engine.commit_observer = commit_observer.clone();
         engine.publish_stats();
+        // Evaluating an expression as deep as the server's depth limit allows recurses once
+        // per level: the default 2 MiB stack is too small for that in a debug build.
         std::thread::Builder::new()
             .name("eddy-engine".into())
+            .stack_size(16 << 20)
             .spawn(move || engine.run(rx, interval))
             .map_err(|e| ExecError::DataFusion(e.into()))?;
         Ok(Self {
