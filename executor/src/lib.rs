@@ -28,6 +28,7 @@ pub mod join;
 pub mod late_rows;
 pub mod operator;
 pub mod operators;
+pub mod partition;
 pub mod stats;
 pub mod table;
 pub mod top_n;

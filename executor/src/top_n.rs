@@ -48,16 +48,6 @@ pub struct TopNOperator {
     rows: usize,
 }
 
-/// FNV-1a of the partition: stable across versions and machines.
-fn partition_hash(partition: &[u8]) -> u16 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in partition {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    (hash % 256) as u16
-}
-
 fn nullable(schema: &Schema) -> SchemaRef {
     Arc::new(Schema::new(
         schema
@@ -431,7 +421,7 @@ impl Operator for TopNOperator {
     ) -> Result<()> {
         for (partition, place) in self.dirty.drain() {
             let mut key = Vec::with_capacity(2 + partition.len() + place.0.len() + place.1.len());
-            key.extend_from_slice(&partition_hash(&partition).to_be_bytes());
+            key.extend_from_slice(&crate::partition::partition(&partition).to_be_bytes());
             key.extend_from_slice(&partition);
             key.extend_from_slice(&place.0);
             key.extend_from_slice(&place.1);

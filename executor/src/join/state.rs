@@ -54,18 +54,7 @@ pub(super) struct SideState {
     pub rows_evicted: u64,
 }
 
-/// How many partitions the state's keys are spread over (the prefix of every key).
-const PARTITIONS: u16 = 256;
-
-/// The partition of a join key: FNV-1a, stable across versions and machines.
-pub(super) fn partition(join_key: &[u8]) -> u16 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in join_key {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    (hash % u64::from(PARTITIONS)) as u16
-}
+pub(super) use crate::partition::partition;
 
 fn nullable(fields: impl IntoIterator<Item = Field>) -> Arc<Schema> {
     Arc::new(Schema::new(
