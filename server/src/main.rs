@@ -15,29 +15,7 @@ use eddy_storage::{SledStore, Store};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-// Batches are allocated and freed by several threads at a high rate; glibc's per-thread
-// arenas fragment under that (RSS measured about twice the live data), mimalloc does not.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// mimalloc commits each arena it reserves up front, which with transparent huge pages made
-/// ~50 MiB of an idle server resident (and ~90 MiB more of the q7 benchmark's peak). The
-/// option must be set before the first allocation, which Rust's runtime makes before `main`,
-/// so it is set by an ELF constructor. `MIMALLOC_ARENA_EAGER_COMMIT` still overrides it.
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
-#[used]
-#[link_section = ".init_array"]
-static CONFIGURE_ALLOCATOR: extern "C" fn() = configure_allocator;
-
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
-extern "C" fn configure_allocator() {
-    /// `mi_option_arena_eager_commit` in mimalloc 3's option list.
-    const ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
-    // SAFETY: sets one of mimalloc's option defaults; nothing else runs yet.
-    unsafe { libmimalloc_sys::mi_option_set_default(ARENA_EAGER_COMMIT, 0) }
-}
+mod allocator;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -124,6 +102,7 @@ fn main() -> anyhow::Result<()> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_stack_size(WORKER_STACK_BYTES)
+        .on_thread_park(allocator::return_idle_memory)
         .build()?
         .block_on(serve())
 }
@@ -131,6 +110,7 @@ fn main() -> anyhow::Result<()> {
 async fn serve() -> anyhow::Result<()> {
     let args = Args::parse();
     init_logging(args.log_format);
+    allocator::spawn_idle_purge();
 
     let started_at = std::time::SystemTime::now();
     let opening = std::time::Instant::now();
