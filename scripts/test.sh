@@ -67,4 +67,4 @@ eval "$broker_env"
 echo "EDDY_KAFKA_BOOTSTRAP=$EDDY_KAFKA_BOOTSTRAP"
 
 echo "==> cargo test"
-cargo test --workspace
+cargo test --workspace --no-fail-fast
