@@ -28,6 +28,9 @@ pub enum ExecError {
     /// A statement that is not allowed on this object (0A000 / 42809).
     #[error("{0}")]
     NotSupported(String),
+    /// A bug met while running the statement (XX000): its epoch was abandoned.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// The engine has stopped (shutting down).
     #[error("the streaming engine dropped the statement (stopping, or an internal error: see the server log)")]
     Stopped,

@@ -175,8 +175,10 @@ impl TableRuntime {
                 ));
                 self.progress.next_row_id += batch.num_rows() as i64;
                 if self.def.stored {
-                    let keys = self.key_codec.encode(std::slice::from_ref(&ids))?;
-                    let values = self.value_codec.encode(batch.columns())?;
+                    let keys = self
+                        .key_codec
+                        .encode(std::slice::from_ref(&ids), batch.num_rows())?;
+                    let values = self.value_codec.encode(batch.columns(), batch.num_rows())?;
                     for (key, value) in keys.iter().zip(values.iter()) {
                         self.pending
                             .insert(key.as_ref().to_vec(), Some(value.as_ref().to_vec()));
@@ -192,8 +194,8 @@ impl TableRuntime {
             TableKey::PrimaryKey(columns) => {
                 let key_columns: Vec<ArrayRef> =
                     columns.iter().map(|&i| batch.column(i).clone()).collect();
-                let keys = self.key_codec.encode(&key_columns)?;
-                let values = self.value_codec.encode(batch.columns())?;
+                let keys = self.key_codec.encode(&key_columns, batch.num_rows())?;
+                let values = self.value_codec.encode(batch.columns(), batch.num_rows())?;
                 // Upsert: each row replaces what its key held before (possibly a row of this
                 // same statement), so lookups go row by row through the pending writes.
                 let mut ops = Vec::with_capacity(batch.num_rows());
@@ -456,7 +458,7 @@ impl TableRuntime {
         if values.num_rows() == 0 {
             return Ok(None);
         }
-        let encoded = self.key_codec.encode(keys.columns())?;
+        let encoded = self.key_codec.encode(keys.columns(), keys.num_rows())?;
         for key in encoded.iter() {
             self.pending.insert(key.as_ref().to_vec(), None);
         }
@@ -506,9 +508,15 @@ impl TableRuntime {
                 RecordBatch::try_new(self.key_codec.schema().clone(), key_columns)?
             }
         };
-        let old_encoded = self.key_codec.encode(old_keys.columns())?;
-        let new_encoded = self.key_codec.encode(new_keys.columns())?;
-        let new_rows = self.value_codec.encode(new_values.columns())?;
+        let old_encoded = self
+            .key_codec
+            .encode(old_keys.columns(), old_keys.num_rows())?;
+        let new_encoded = self
+            .key_codec
+            .encode(new_keys.columns(), new_keys.num_rows())?;
+        let new_rows = self
+            .value_codec
+            .encode(new_values.columns(), new_values.num_rows())?;
         let old_set: std::collections::HashSet<&[u8]> =
             old_encoded.iter().map(|k| k.data()).collect();
         for key in new_encoded.iter() {

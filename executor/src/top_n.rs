@@ -266,7 +266,7 @@ impl TopNOperator {
             .iter()
             .map(|e| Ok(e.evaluate(&chunk.batch)?.into_array(chunk.len())?))
             .collect::<Result<Vec<_>>>()?;
-        let rows = codec.encode(&columns)?;
+        let rows = codec.encode(&columns, chunk.len())?;
         Ok(rows.iter().map(|r| Box::from(r.as_ref())).collect())
     }
 }
@@ -307,8 +307,8 @@ impl Operator for TopNOperator {
             .map(|e| Ok(e.expr.evaluate(&chunk.batch)?.into_array(chunk.len())?))
             .collect::<Result<Vec<_>>>()?;
         let orders = self.order.convert_columns(&order_columns)?;
-        let keys = self.key_codec.encode(chunk.key_columns())?;
-        let rows = self.row_codec.encode(chunk.batch.columns())?;
+        let keys = self.key_codec.encode(chunk.key_columns(), chunk.len())?;
+        let rows = self.row_codec.encode(chunk.batch.columns(), chunk.len())?;
         let close_times = match self.plan.close {
             Some(close) => {
                 let value = self.plan.partition_by[close.partition].evaluate(&chunk.batch)?;

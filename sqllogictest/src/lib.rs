@@ -132,6 +132,8 @@ pub struct EddyConfig {
     pub checkpoint_interval: Option<String>,
     /// Further command-line arguments.
     pub extra_args: Vec<String>,
+    /// Further environment variables.
+    pub env: Vec<(String, String)>,
     /// How long to wait for the port to accept connections.
     pub start_timeout: Duration,
 }
@@ -145,6 +147,7 @@ impl EddyConfig {
             log_file: dir.join("eddy.log"),
             checkpoint_interval: None,
             extra_args: Vec::new(),
+            env: Vec::new(),
             start_timeout: start_timeout_from_env(),
         }
     }
@@ -366,7 +369,8 @@ impl EddyProcess {
             .arg("--listen")
             .arg(self.addr().to_string())
             .arg("--data-dir")
-            .arg(&self.config.data_dir);
+            .arg(&self.config.data_dir)
+            .envs(self.config.env.iter().map(|(k, v)| (k, v)));
         if let Some(interval) = &self.config.checkpoint_interval {
             command.arg("--checkpoint-interval").arg(interval);
         }

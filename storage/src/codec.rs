@@ -36,9 +36,19 @@ impl RowCodec {
         &self.schema
     }
 
-    /// Encodes the rows of `columns` (one array per field of the schema).
-    pub fn encode(&self, columns: &[ArrayRef]) -> Result<Rows> {
-        Ok(self.converter.convert_columns(columns)?)
+    /// Encodes the `num_rows` rows of `columns` (one array per field of the schema). The count
+    /// is explicit because a schema of no columns (the key of a single-row aggregate) still
+    /// has rows: each encodes to no bytes.
+    pub fn encode(&self, columns: &[ArrayRef], num_rows: usize) -> Result<Rows> {
+        if !columns.is_empty() {
+            return Ok(self.converter.convert_columns(columns)?);
+        }
+        let mut rows = self.converter.empty_rows(num_rows, 0);
+        let parser = self.converter.parser();
+        for _ in 0..num_rows {
+            rows.push(parser.parse(&[]));
+        }
+        Ok(rows)
     }
 
     /// Decodes encoded rows back into a batch of this codec's schema.
@@ -83,7 +93,7 @@ mod tests {
         let codec = RowCodec::new(schema).unwrap();
         let k: ArrayRef = Arc::new(Int64Array::from(vec![Some(5), Some(-3), None]));
         let s: ArrayRef = Arc::new(StringArray::from(vec![Some("b"), None, Some("a")]));
-        let rows = codec.encode(&[k.clone(), s.clone()]).unwrap();
+        let rows = codec.encode(&[k.clone(), s.clone()], 3).unwrap();
         // -3 sorts before 5 byte-wise.
         assert!(rows.row(1).as_ref() < rows.row(0).as_ref());
         let batch = codec.decode(rows.iter().map(|r| r.data())).unwrap();

@@ -46,7 +46,7 @@ impl RetractableMinMax {
         let rows = self
             .codec
             .0
-            .encode(std::slice::from_ref(values))
+            .encode(std::slice::from_ref(values), values.len())
             .map_err(to_df)?;
         for (i, row) in rows.iter().enumerate() {
             if values.is_null(i) {

@@ -251,7 +251,7 @@ impl Operator for AggregateOperator {
         let keys = if group_columns.is_empty() {
             None
         } else {
-            Some(self.key_codec.encode(&group_columns)?)
+            Some(self.key_codec.encode(&group_columns, chunk.len())?)
         };
 
         // Row indices per group, inserts and retractions apart, groups in first-seen order.

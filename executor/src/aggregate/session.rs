@@ -163,7 +163,7 @@ impl SessionAggregateOperator {
     fn partition_key(&self, columns: &[ArrayRef], rows: usize) -> Result<Vec<Vec<u8>>> {
         Ok(match &self.partition_codec {
             Some(codec) => {
-                let encoded = codec.encode(columns)?;
+                let encoded = codec.encode(columns, rows)?;
                 (0..rows)
                     .map(|i| encoded.row(i).as_ref().to_vec())
                     .collect()
@@ -178,7 +178,7 @@ impl SessionAggregateOperator {
             None => Vec::new(),
         };
         columns.push(Arc::new(Int64Array::from(vec![start])));
-        let rows = self.state_key_codec.encode(&columns)?;
+        let rows = self.state_key_codec.encode(&columns, 1)?;
         Ok(rows.row(0).as_ref().to_vec())
     }
 

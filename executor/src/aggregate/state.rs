@@ -110,7 +110,7 @@ impl StateCodec {
             .into_iter()
             .map(ScalarValue::iter_to_array)
             .collect::<Result<Vec<ArrayRef>, _>>()?;
-        let rows = self.codec.encode(&arrays)?;
+        let rows = self.codec.encode(&arrays, count)?;
         Ok((0..count).map(|i| rows.row(i).as_ref().to_vec()).collect())
     }
 

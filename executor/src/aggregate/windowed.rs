@@ -353,7 +353,9 @@ impl WindowedAggregateOperator {
             if !window.dirty[first..first + len].iter().any(|d| *d) {
                 continue;
             }
-            let rows = self.page_codec.encode(batch.slice(first, len).columns())?;
+            let rows = self
+                .page_codec
+                .encode(batch.slice(first, len).columns(), len)?;
             let mut bytes = Vec::with_capacity(rows.size());
             for row in rows.iter() {
                 let row = row.as_ref();

@@ -25,6 +25,7 @@ use crate::graph::Graph;
 use crate::stats::{CommitObserver, CommitReport, EngineStats, TableStats, ViewStats};
 use crate::table::TableRuntime;
 mod catalog;
+mod panic_note;
 mod sources;
 
 pub use sources::StoredDeadLetter;
@@ -106,6 +107,9 @@ enum Command {
 }
 
 /// The server's handle on the engine thread.
+/// The engine thread's name (panics on it are noted for the interrupted statement).
+const ENGINE_THREAD: &str = "eddy-engine";
+
 #[derive(Clone)]
 pub struct EngineHandle {
     tx: Sender<Command>,
@@ -116,6 +120,7 @@ pub struct EngineHandle {
 impl EngineHandle {
     /// Starts the engine thread over `store`, with a barrier at least every `interval`.
     pub fn start(store: Arc<dyn Store>, interval: Duration) -> Result<Self> {
+        panic_note::install();
         let (tx, rx) = unbounded();
         let stats = Arc::new(RwLock::new(EngineStats::default()));
         let commit_observer = Arc::new(OnceLock::new());
@@ -125,7 +130,7 @@ impl EngineHandle {
         // Evaluating an expression as deep as the server's depth limit allows recurses once
         // per level: the default 2 MiB stack is too small for that in a debug build.
         std::thread::Builder::new()
-            .name("eddy-engine".into())
+            .name(ENGINE_THREAD.into())
             .stack_size(16 << 20)
             .spawn(move || engine.run(rx, interval))
             .map_err(|e| ExecError::DataFusion(e.into()))?;
@@ -145,7 +150,10 @@ impl EngineHandle {
     async fn request<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
         let (reply, rx) = oneshot::channel();
         self.tx.send(make(reply)).map_err(|_| ExecError::Stopped)?;
-        rx.await.map_err(|_| ExecError::Stopped)?
+        rx.await.map_err(|_| match panic_note::take() {
+            Some(what) => ExecError::Internal(what),
+            None => ExecError::Stopped,
+        })?
     }
 
     pub async fn create_table(
@@ -453,7 +461,7 @@ impl Engine {
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "unknown panic".into());
             tracing::error!(%what, "internal error in the engine; reloading the last committed epoch");
-            self.fail_pending(&format!("internal error: {what}"));
+            self.fail_pending(&what);
             if let Err(error) = self.reload() {
                 tracing::error!(%error, "reloading after an internal error failed");
             }
@@ -616,7 +624,7 @@ impl Engine {
 
     fn fail_pending(&mut self, why: &str) {
         for ack in self.acks.drain(..) {
-            ack(Err(ExecError::NotSupported(why.to_string())));
+            ack(Err(ExecError::Internal(why.to_string())));
         }
     }
 
@@ -629,7 +637,7 @@ impl Engine {
                 tracing::error!(%error, "epoch commit failed; reloading the last committed epoch");
                 let message = error.to_string();
                 for ack in acks {
-                    ack(Err(ExecError::NotSupported(format!(
+                    ack(Err(ExecError::Internal(format!(
                         "the epoch could not be committed: {message}"
                     ))));
                 }

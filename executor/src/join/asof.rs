@@ -305,10 +305,12 @@ impl AsofJoinOperator {
             .iter()
             .map(|e| e.evaluate(&chunk.batch)?.into_array(n))
             .collect::<Result<Vec<_>, _>>()?;
-        let join_keys = rows.key_codec.encode(&keys)?;
-        let row_keys = rows.stream_key_codec.encode(chunk.key_columns())?;
+        let join_keys = rows.key_codec.encode(&keys, chunk.len())?;
+        let row_keys = rows
+            .stream_key_codec
+            .encode(chunk.key_columns(), chunk.len())?;
         let times = to_micros(chunk.batch.column(time_column))?;
-        let stored = rows.row_codec.encode(chunk.batch.columns())?;
+        let stored = rows.row_codec.encode(chunk.batch.columns(), chunk.len())?;
         let parsed = (0..n)
             .map(|i| {
                 let usable = times.is_valid(i) && keys.iter().all(|k| k.is_valid(i));

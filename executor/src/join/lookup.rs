@@ -104,7 +104,7 @@ impl LookupJoinOperator {
         };
         let key = self.key_codec.decode(keys.iter().map(|k| k.as_ref()))?;
         columns.extend(key.columns().iter().cloned());
-        let rows = self.right_codec.encode(&columns)?;
+        let rows = self.right_codec.encode(&columns, batch.num_rows())?;
         Ok(rows.iter().map(|r| r.as_ref().into()).collect())
     }
 
@@ -116,7 +116,7 @@ impl LookupJoinOperator {
             .iter()
             .map(|e| e.evaluate(&chunk.batch)?.into_array(n))
             .collect::<Result<Vec<_>, _>>()?;
-        let encoded = self.key_codec.encode(&keys)?;
+        let encoded = self.key_codec.encode(&keys, n)?;
         // Each row's match: this epoch's change of the table, else its stored row.
         let mut found: Vec<Option<Box<[u8]>>> = vec![None; n];
         let mut from_store: Vec<(usize, Box<[u8]>, Vec<u8>)> = Vec::new();
@@ -140,7 +140,7 @@ impl LookupJoinOperator {
         for ((i, _, _), row) in from_store.iter().zip(self.as_read(rows, &read_keys)?) {
             found[*i] = Some(row);
         }
-        let left_rows = self.left_codec.encode(chunk.batch.columns())?;
+        let left_rows = self.left_codec.encode(chunk.batch.columns(), chunk.len())?;
         let passed = self.filter(chunk, &found)?;
         for (i, right) in found.iter().enumerate() {
             let right = right
@@ -201,8 +201,10 @@ impl LookupJoinOperator {
 
     /// The table's changes: kept for lookups until they are committed.
     fn apply_right(&mut self, chunk: &StreamChunk) -> Result<()> {
-        let keys = self.key_codec.encode(chunk.key_columns())?;
-        let rows = self.right_codec.encode(chunk.batch.columns())?;
+        let keys = self.key_codec.encode(chunk.key_columns(), chunk.len())?;
+        let rows = self
+            .right_codec
+            .encode(chunk.batch.columns(), chunk.len())?;
         for (i, op) in chunk.ops.iter().enumerate() {
             let row = op.is_insert().then(|| rows.row(i).as_ref().into());
             self.pending.insert(keys.row(i).as_ref().into(), row);

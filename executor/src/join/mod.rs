@@ -181,9 +181,13 @@ impl JoinOperator {
     fn apply(&mut self, s: usize, chunk: StreamChunk, out: &mut Vec<Message>) -> Result<()> {
         let o = 1 - s;
         let keys = evaluate(&self.side_plan(s).keys, &chunk.batch)?;
-        let join_keys = self.sides[s].key_codec.encode(&keys)?;
-        let row_keys = self.sides[s].stream_key_codec.encode(chunk.key_columns())?;
-        let stored = self.sides[s].row_codec.encode(chunk.batch.columns())?;
+        let join_keys = self.sides[s].key_codec.encode(&keys, chunk.len())?;
+        let row_keys = self.sides[s]
+            .stream_key_codec
+            .encode(chunk.key_columns(), chunk.len())?;
+        let stored = self.sides[s]
+            .row_codec
+            .encode(chunk.batch.columns(), chunk.len())?;
         let times = match self.sides[s].evict_column {
             Some(column) => Some(to_micros(chunk.batch.column(column))?),
             None => None,

@@ -75,9 +75,11 @@ impl Operator for MaterializeOperator {
     }
 
     fn process_chunk(&mut self, chunk: StreamChunk, out: &mut Vec<Message>) -> Result<()> {
-        let values = self.value_codec.encode(chunk.visible_columns())?;
+        let values = self
+            .value_codec
+            .encode(chunk.visible_columns(), chunk.len())?;
         let keys = match &self.key_codec {
-            Some(codec) => Some(codec.encode(chunk.key_columns())?),
+            Some(codec) => Some(codec.encode(chunk.key_columns(), chunk.len())?),
             None => None,
         };
         // Changelog order matters (a delete then an insert of one key), so rows go in order.
