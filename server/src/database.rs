@@ -127,6 +127,7 @@ impl Database {
             crate::query_memory::DEFAULT_QUERY_MEMORY_LIMIT,
         ));
         crate::function_caps::install(&ctx, query_memory_limit.clone())?;
+        crate::operator_types::install(&ctx);
         let catalog = ctx
             .catalog(DATABASE)
             .ok_or_else(|| ServerError::internal("default catalog missing"))?;

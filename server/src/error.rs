@@ -137,6 +137,7 @@ impl From<DataFusionError> for ServerError {
             },
             DataFusionError::Plan(m) if m.contains("not found") && m.contains("table") => "42P01",
             DataFusionError::Plan(m) if m.contains("unique expression names") => "42701",
+            DataFusionError::Plan(m) if m.contains("operator does not exist") => "42883",
             DataFusionError::Plan(m) if m.contains("does not exist") => "42P01",
             DataFusionError::Plan(m) if m.contains("function") => "42883",
             DataFusionError::Plan(_) => "42000",

@@ -50,6 +50,7 @@ pub mod function_caps;
 pub mod handler;
 pub mod information_schema;
 pub mod limits;
+pub mod operator_types;
 pub mod login_throttle;
 pub mod metrics;
 pub mod parameters;

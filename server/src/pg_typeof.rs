@@ -35,6 +35,13 @@ pub fn sql_type_name(pg_name: &str) -> String {
     name.to_string()
 }
 
+/// The `format_type` name of an Arrow type as the wire shows it (`timestamp without time zone`).
+pub fn pg_type_name(data_type: &DataType) -> String {
+    into_pg_type(data_type)
+        .map(|t| sql_type_name(t.name()))
+        .unwrap_or_else(|_| data_type.to_string())
+}
+
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct PgTypeof {
     signature: Signature,
@@ -54,10 +61,7 @@ impl ScalarUDFImpl for PgTypeof {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let data_type = args.args[0].data_type();
-        let name = into_pg_type(&data_type)
-            .map(|t| sql_type_name(t.name()))
-            .unwrap_or_else(|_| data_type.to_string());
+        let name = pg_type_name(&args.args[0].data_type());
         Ok(ColumnarValue::Array(Arc::new(StringArray::from(vec![
             name;
             args.number_rows
