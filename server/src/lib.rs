@@ -63,6 +63,7 @@ pub mod portal_execute;
 pub mod protocol_statements;
 pub mod provider;
 pub mod query_memory;
+pub mod result_formats;
 pub mod result_stream;
 pub mod rewrite;
 pub mod session;
