@@ -95,15 +95,9 @@ async fn run_file(
     seed: u64,
     report: &mut Report,
 ) -> anyhow::Result<()> {
-    let mut rng = StdRng::seed_from_u64(seed);
     let (client, _driver) = eddy.connect().await?;
     client.batch_execute("SET statement_timeout = '1s'").await?;
-    for (index, sql) in sqls.iter().enumerate() {
-        let sql = if rng.random_bool(0.35) {
-            mutate(&mut rng, sql)
-        } else {
-            sql.clone()
-        };
+    for (index, sql) in mutated_file(sqls, seed).into_iter().enumerate() {
         report.cases += 1;
         let outcome =
             tokio::time::timeout(Duration::from_secs(30), client.simple_query(&sql)).await;
@@ -133,6 +127,20 @@ async fn run_file(
     }
     drop_everything(&client).await;
     Ok(())
+}
+
+/// The statements of a file as the run with `seed` sends them (about a third mutated).
+pub fn mutated_file(sqls: &[String], seed: u64) -> Vec<String> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    sqls.iter()
+        .map(|sql| {
+            if rng.random_bool(0.35) {
+                mutate(&mut rng, sql)
+            } else {
+                sql.clone()
+            }
+        })
+        .collect()
 }
 
 /// Drops every view, source and table (views first, those read by others last), so that the

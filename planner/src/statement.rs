@@ -672,7 +672,8 @@ fn take_watermark(tokens: &mut Vec<Token>) -> Result<Option<WatermarkDef>> {
             delay_sql: None,
         }));
     }
-    if expr_tokens[1].1 != "-" {
+    // `column -` and nothing after it (the clause ends at a comma) is as wrong as `column +`.
+    if expr_tokens[1].1 != "-" || expr_tokens.len() < 3 {
         return Err(PlanError::Syntax(format!(
             "a watermark must be `{column}` or `{column} - INTERVAL '...'`"
         )));
@@ -717,6 +718,22 @@ mod tests {
             statement.to_string(),
             "CREATE TABLE r (sensor INT, ts TIMESTAMP)"
         );
+    }
+
+    #[test]
+    fn a_watermark_minus_nothing_is_a_syntax_error() {
+        // Found by the SQL fuzzer: `ts - ,` left no delay after the minus and panicked.
+        for sql in [
+            "CREATE TABLE r (ts TIMESTAMP, WATERMARK FOR ts AS ts - , x INT)",
+            "CREATE TABLE r (ts TIMESTAMP, WATERMARK FOR ts AS ts -)",
+        ] {
+            match parse_statements(sql) {
+                Err(PlanError::Syntax(message)) => {
+                    assert!(message.contains("a watermark must be"), "{sql}: {message}")
+                }
+                other => panic!("{sql}: {other:?}"),
+            }
+        }
     }
 
     #[test]

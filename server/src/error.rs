@@ -107,6 +107,10 @@ fn arrow_error(e: &ArrowError) -> ServerError {
         ArrowError::ComputeError(m) if m.contains("overflow") => "22003",
         ArrowError::ArithmeticOverflow(_) => "22003",
         ArrowError::InvalidArgumentError(m) if m.contains("non-nullable") => "23502",
+        // A value that does not fit a NUMERIC's precision (Postgres: numeric field overflow).
+        ArrowError::InvalidArgumentError(m) if m.contains("too large to store in a Decimal") => {
+            "22003"
+        }
         ArrowError::NotYetImplemented(_) => "0A000",
         _ => "XX000",
     };

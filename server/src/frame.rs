@@ -160,7 +160,15 @@ pub fn check_layout(frame: &[u8], password: PasswordLayout) -> Result<(), String
             fields.cstring()?;
             let formats = fields.count()?;
             fields.skip(2 * formats)?;
-            for _ in 0..fields.count()? {
+            let parameters = fields.count()?;
+            // One format code for all parameters, or one each (pgwire indexes the codes by
+            // parameter and would panic past their end).
+            if formats > 1 && formats != parameters {
+                return Err(format!(
+                    "bind message has {formats} parameter formats but {parameters} parameters"
+                ));
+            }
+            for _ in 0..parameters {
                 match fields.i32()? {
                     -1 => {}
                     length if length >= 0 => fields.skip(length as usize)?,
@@ -331,6 +339,17 @@ mod tests {
         assert_eq!(
             check_layout(&query, PasswordLayout::Opaque),
             Err("invalid message format".into())
+        );
+        // Two parameter format codes for one parameter.
+        let mut bind = b"\0\0".to_vec();
+        for value in [2i16, 0, 1, 1] {
+            bind.extend_from_slice(&value.to_be_bytes());
+        }
+        bind.extend_from_slice(&(-1i32).to_be_bytes());
+        bind.extend_from_slice(&0i16.to_be_bytes());
+        assert_eq!(
+            check_layout(&message(b'B', &bind), PasswordLayout::Opaque),
+            Err("bind message has 2 parameter formats but 1 parameters".into())
         );
         let negative_count = message(b'P', b"\0SELECT 1\0\xff\xff");
         assert!(check_layout(&negative_count, PasswordLayout::Opaque).is_err());

@@ -208,6 +208,7 @@ fn to_response(
             )
         }
         Outcome::Stream { schema, stream } => {
+            crate::result_formats::check(format, schema.fields().len())?;
             let fields = Arc::new(arrow_schema_to_pg_fields(
                 &postgres_names(&schema),
                 format,
@@ -392,11 +393,16 @@ impl QueryParser for EddyQueryParser {
         format: Option<&Format>,
     ) -> PgWireResult<Vec<FieldInfo>> {
         match &statement.schema {
-            Some(schema) => arrow_schema_to_pg_fields(
-                &postgres_names(schema),
-                format.unwrap_or(&Format::UnifiedBinary),
-                None,
-            ),
+            Some(schema) => {
+                if let Some(format) = format {
+                    crate::result_formats::check(format, schema.fields().len())?;
+                }
+                arrow_schema_to_pg_fields(
+                    &postgres_names(schema),
+                    format.unwrap_or(&Format::UnifiedBinary),
+                    None,
+                )
+            }
             None => Ok(vec![]),
         }
     }

@@ -68,6 +68,7 @@ pub mod protocol_statements;
 pub mod provider;
 pub mod query_memory;
 pub mod restore;
+pub mod result_formats;
 pub mod result_stream;
 pub mod rewrite;
 pub mod session;

@@ -131,6 +131,105 @@ async fn truncated_messages_are_protocol_errors() {
     assert_no_panic(&eddy);
 }
 
+/// A Bind of the unnamed statement: these parameter format codes and (text) values, then these
+/// result format codes.
+fn bind_with_formats(
+    parameter_formats: &[i16],
+    values: &[&str],
+    result_formats: &[i16],
+) -> Vec<u8> {
+    let mut body = b"\0\0".to_vec();
+    let count = |n: usize| (n as i16).to_be_bytes();
+    body.extend_from_slice(&count(parameter_formats.len()));
+    for code in parameter_formats {
+        body.extend_from_slice(&code.to_be_bytes());
+    }
+    body.extend_from_slice(&count(values.len()));
+    for value in values {
+        body.extend_from_slice(&(value.len() as i32).to_be_bytes());
+        body.extend_from_slice(value.as_bytes());
+    }
+    body.extend_from_slice(&count(result_formats.len()));
+    for code in result_formats {
+        body.extend_from_slice(&code.to_be_bytes());
+    }
+    message(b'B', &body)
+}
+
+#[tokio::test]
+async fn format_codes_that_fit_neither_one_nor_each_are_protocol_errors() {
+    // Found by the frames fuzzer: pgwire indexed the codes by parameter or column and panicked
+    // ("index out of bounds") past their end.
+    let mut eddy = EddyProcess::start_fresh().await.unwrap();
+    let describe_portal = message(b'D', b"P\0");
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "two parameter formats for one parameter",
+            [
+                parse("SELECT $1::INT"),
+                bind_with_formats(&[0, 0], &["7"], &[]),
+                execute(0),
+            ]
+            .concat(),
+            "bind message has 2 parameter formats but 1 parameters",
+        ),
+        (
+            "two result formats for three columns, then Execute",
+            [
+                parse("SELECT 1, 2, 3"),
+                bind_with_formats(&[], &[], &[0, 1]),
+                execute(0),
+            ]
+            .concat(),
+            "bind message has 2 result formats but query has 3 columns",
+        ),
+        (
+            "three result formats for one column, then Describe",
+            [
+                parse("SELECT 1"),
+                bind_with_formats(&[], &[], &[1, 0, 1]),
+                describe_portal.clone(),
+                execute(0),
+            ]
+            .concat(),
+            "bind message has 3 result formats but query has 1 columns",
+        ),
+    ];
+    for (what, bytes, expected) in cases {
+        let mut connection = logged_in(&eddy).await;
+        connection.send(&[bytes, sync()].concat()).await.unwrap();
+        let replies = connection.until_ready(WAIT).await;
+        let error = replies.iter().find(|m| m.is_error());
+        assert_eq!(
+            error.and_then(|m| m.field(b'C')).as_deref(),
+            Some("08P01"),
+            "{what}: {replies:?}"
+        );
+        assert_eq!(error.and_then(|m| m.field(b'M')).as_deref(), Some(expected));
+        assert!(kinds(&replies).ends_with("EZ"), "{what}: {replies:?}");
+        assert!(!kinds(&replies).contains(['T', 'D']), "{what}: {replies:?}");
+        still_usable(&mut connection).await;
+    }
+    // One code for all, or one each, still works.
+    let mut connection = logged_in(&eddy).await;
+    connection
+        .send(
+            &[
+                parse("SELECT $1::INT, $2::INT"),
+                bind_with_formats(&[0], &["1", "2"], &[0, 0]),
+                execute(0),
+                sync(),
+            ]
+            .concat(),
+        )
+        .await
+        .unwrap();
+    let replies = connection.until_ready(WAIT).await;
+    assert_eq!(kinds(&replies), "12DCZ", "{replies:?}");
+    assert!(eddy.is_running());
+    assert_no_panic(&eddy);
+}
+
 #[tokio::test]
 async fn a_negative_row_limit_means_all_rows_as_in_postgres() {
     let eddy = EddyProcess::start_fresh().await.unwrap();

@@ -3,6 +3,10 @@
 //! not happen did (a dead server, a panic, an internal error); every case names its seed.
 //!
 //!     cargo run --release -p eddy-fuzz --bin fuzz-soak -- --frames 1000000 --sql 300000 --payloads 1000000
+//!
+//! A failing SQL file's statements, as that run sent them:
+//!
+//!     cargo run --release -p eddy-fuzz --bin fuzz-soak -- --print-sql-file basic/recover.slt --file-seed 42
 
 use clap::Parser;
 use eddy_fuzz::{run_all, Budget};
@@ -25,11 +29,28 @@ struct Args {
     /// The seed (a new one each run when not given).
     #[arg(long)]
     seed: Option<u64>,
+    /// Print the statements a failure names ("sql file FILE seed N") and run nothing:
+    /// `--print-sql-file FILE --file-seed N`.
+    #[arg(long, requires = "file_seed")]
+    print_sql_file: Option<String>,
+    #[arg(long)]
+    file_seed: Option<u64>,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let (Some(file), Some(seed)) = (&args.print_sql_file, args.file_seed) {
+        let corpus = eddy_fuzz::sql::corpus(&eddy_fuzz::slt_dir())?;
+        let (_, sqls) = corpus
+            .iter()
+            .find(|(name, _)| name == file)
+            .ok_or_else(|| anyhow::anyhow!("no file {file} in the corpus"))?;
+        for (index, sql) in eddy_fuzz::sql::mutated_file(sqls, seed).iter().enumerate() {
+            println!("-- statement {index}\n{sql};");
+        }
+        return Ok(());
+    }
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
