@@ -28,6 +28,9 @@ pub enum ExecError {
     /// A statement that is not allowed on this object (0A000 / 42809).
     #[error("{0}")]
     NotSupported(String),
+    /// An option a statement does not know (22023, as Postgres' "unrecognized parameter").
+    #[error("{0}")]
+    InvalidOption(String),
     /// A bug met while running the statement (XX000): its epoch was abandoned.
     #[error("internal error: {0}")]
     Internal(String),

@@ -64,6 +64,7 @@ impl From<ExecError> for ServerError {
             ExecError::Constraint(m) => Self::new("23505", m),
             ExecError::NotSupported(m) => Self::new("0A000", m),
             ExecError::Internal(_) => Self::new("XX000", e.to_string()),
+            ExecError::InvalidOption(m) => Self::new("22023", m),
             ExecError::Stopped => Self::new("57P01", e.to_string()),
             ExecError::Storage(e) => Self::internal(e.to_string()),
             ExecError::DataFusion(e) => e.into(),

@@ -54,9 +54,7 @@ impl AnalyzerRule for CheckOperatorTypes {
 fn negatable(data_type: &DataType) -> bool {
     match data_type {
         DataType::Dictionary(_, value) => negatable(value),
-        other => {
-            other.is_numeric() || matches!(other, DataType::Interval(_) | DataType::Null)
-        }
+        other => other.is_numeric() || matches!(other, DataType::Interval(_) | DataType::Null),
     }
 }
 
@@ -71,12 +69,22 @@ mod tests {
         let error = ctx
             .sql("SELECT - TIMESTAMP '2026-01-01 00:00:00'")
             .await
+            .unwrap()
+            .collect()
+            .await
             .unwrap_err();
         assert!(
-            error.to_string().contains("operator does not exist: - timestamp"),
+            error
+                .to_string()
+                .contains("operator does not exist: - timestamp"),
             "{error}"
         );
-        for fine in ["SELECT - 1", "SELECT - 1.5", "SELECT - INTERVAL '1' SECOND", "SELECT - NULL"] {
+        for fine in [
+            "SELECT - 1",
+            "SELECT - 1.5",
+            "SELECT - INTERVAL '1' SECOND",
+            "SELECT - NULL",
+        ] {
             ctx.sql(fine).await.unwrap().collect().await.unwrap();
         }
     }

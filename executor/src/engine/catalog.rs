@@ -146,6 +146,9 @@ impl Engine {
                 def.name
             )));
         }
+        if let Some(spec) = &feed {
+            crate::connector::refuse_unknown_options(spec)?;
+        }
         let entry = self.new_entry(ObjectKind::Table, def.name.clone(), sql, 1)?;
         let id = entry.table_ids[0];
         let table = TableRuntime::open(id, def, self.store.as_ref())?;
