@@ -213,6 +213,11 @@ impl Graph {
         self.nodes.iter().map(|n| n.operator.state_rows()).sum()
     }
 
+    /// Memory the view's operators hold, estimated (see `Operator::state_bytes`).
+    pub fn state_bytes(&self) -> usize {
+        self.nodes.iter().map(|n| n.operator.state_bytes()).sum()
+    }
+
     pub fn open_windows(&self) -> usize {
         self.nodes.iter().map(|n| n.operator.open_windows()).sum()
     }

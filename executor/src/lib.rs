@@ -29,6 +29,7 @@ pub mod late_rows;
 pub mod operator;
 pub mod operators;
 pub mod partition;
+pub mod state_size;
 pub mod stats;
 pub mod table;
 pub mod top_n;

@@ -55,6 +55,11 @@ pub trait Operator: Send {
         0
     }
 
+    /// Memory the operator's state holds, estimated (checked against the view's state budget).
+    fn state_bytes(&self) -> usize {
+        0
+    }
+
     /// Windows still open in this operator's state.
     fn open_windows(&self) -> usize {
         0

@@ -31,6 +31,10 @@ pub struct ViewStats {
     pub rows_failed: u64,
     /// Each join's state, per side.
     pub joins: Vec<JoinSideStats>,
+    /// Memory its operators' state holds, estimated.
+    pub state_bytes: u64,
+    /// Set once the view failed: it is no longer maintained.
+    pub failed: Option<eddy_storage::ViewFailure>,
 }
 
 /// One side of one join, for `eddy_catalog.join_state`.

@@ -46,6 +46,7 @@ pub struct TopNOperator {
     /// Rows changed since the last barrier: (partition, place).
     dirty: HashSet<(Box<[u8]>, Place)>,
     rows: usize,
+    row_size: crate::state_size::SizeEstimate,
 }
 
 fn nullable(schema: &Schema) -> SchemaRef {
@@ -114,6 +115,7 @@ impl TopNOperator {
             partitions: HashMap::new(),
             dirty: HashSet::new(),
             rows: 0,
+            row_size: Default::default(),
             plan,
         };
         operator.load(store)?;
@@ -138,6 +140,8 @@ impl TopNOperator {
             }
             let (partition, rest) = rest.split_at(partition_len);
             let (order, row_key) = rest.split_at(order_len);
+            let bytes = key.len() + value.len() + crate::state_size::ENTRY_OVERHEAD;
+            self.row_size.observe(bytes, 1);
             loaded.push((
                 partition.to_vec(),
                 order.to_vec(),
@@ -419,6 +423,7 @@ impl Operator for TopNOperator {
         epoch: &mut EpochBatch,
         _out: &mut Vec<Message>,
     ) -> Result<()> {
+        let (mut measured, mut kept) = (0, 0);
         for (partition, place) in self.dirty.drain() {
             let mut key = Vec::with_capacity(2 + partition.len() + place.0.len() + place.1.len());
             key.extend_from_slice(&crate::partition::partition(&partition).to_be_bytes());
@@ -431,6 +436,11 @@ impl Operator for TopNOperator {
                 .and_then(|p| p.rows.get(&place))
             {
                 Some(row) => {
+                    measured += place.0.len()
+                        + place.1.len()
+                        + row.len()
+                        + crate::state_size::ENTRY_OVERHEAD;
+                    kept += 1;
                     let mut value = Vec::with_capacity(8 + row.len());
                     value.extend_from_slice(&(partition.len() as u32).to_le_bytes());
                     value.extend_from_slice(&(place.0.len() as u32).to_le_bytes());
@@ -440,10 +450,15 @@ impl Operator for TopNOperator {
                 None => epoch.delete(self.table, &key),
             }
         }
+        self.row_size.observe(measured, kept);
         Ok(())
     }
 
     fn state_rows(&self) -> usize {
         self.rows
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.row_size.total(self.rows)
     }
 }

@@ -86,6 +86,29 @@ impl From<PgWireError> for ServerError {
     }
 }
 
+/// What reading view `name` answers once it failed.
+pub fn view_failed(name: &str, failure: &eddy_storage::ViewFailure) -> ServerError {
+    let code = [
+        "53200", "22012", "22003", "22P02", "0A000", "23000", "22000",
+    ]
+    .into_iter()
+    .find(|known| *known == failure.sqlstate)
+    .unwrap_or("XX000");
+    ServerError::new(
+        code,
+        format!(
+            "materialized view \"{name}\" failed after epoch {} and is no longer maintained: {}. DROP MATERIALIZED VIEW {name} and create it again",
+            failure.epoch, failure.message
+        ),
+    )
+}
+
+impl From<ServerError> for DataFusionError {
+    fn from(e: ServerError) -> Self {
+        DataFusionError::External(Box::new(e))
+    }
+}
+
 /// The SQLSTATE constant matching a code another library reported, if Eddy uses it.
 fn sqlstate(code: &str) -> Option<&'static str> {
     [
@@ -130,6 +153,12 @@ impl From<DataFusionError> for ServerError {
                 if inner.is::<crate::function_caps::ValueTooLarge>() =>
             {
                 return ServerError::new("54000", inner.to_string());
+            }
+            DataFusionError::External(inner) if inner.is::<ServerError>() => {
+                if let Some(error) = inner.downcast_ref::<ServerError>() {
+                    return ServerError::new(error.code, error.message.clone());
+                }
+                "XX000"
             }
             DataFusionError::SQL(_, _) => "42601",
             DataFusionError::SchemaError(schema, _) => match schema.as_ref() {

@@ -63,6 +63,13 @@ struct Args {
     /// cannot is refused with 53200), e.g. `1GiB`.
     #[arg(long, env = "EDDY_QUERY_MEMORY_LIMIT", default_value = "1GiB", value_parser = eddy_server::limits::parse_size)]
     query_memory_limit: usize,
+    /// The memory one materialized view's state may hold (estimated), e.g. `4GiB`: past it
+    /// the view fails alone (53200 on reads; see `eddy_catalog.materialized_views`).
+    #[arg(long, env = "EDDY_VIEW_STATE_MEMORY_LIMIT", default_value = "4GiB", value_parser = eddy_server::limits::parse_size)]
+    view_state_memory_limit: usize,
+    /// The memory all views' state may hold together: past it the largest view fails.
+    #[arg(long, env = "EDDY_STATE_MEMORY_LIMIT", default_value = "8GiB", value_parser = eddy_server::limits::parse_size)]
+    state_memory_limit: usize,
     /// Address to serve Prometheus metrics on (`GET /metrics`), e.g. `127.0.0.1:9466`. Off
     /// when not given.
     #[arg(long, env = "EDDY_METRICS_LISTEN")]
@@ -126,6 +133,7 @@ async fn serve() -> anyhow::Result<()> {
         .map_or(0, |entries| entries.len() as u64);
     let restoring = std::time::Instant::now();
     let engine = EngineHandle::start(store.clone(), args.checkpoint_interval)?;
+    engine.set_state_budget(args.view_state_memory_limit, args.state_memory_limit);
     let db = Database::open(store, engine.clone())
         .await
         .map_err(|e| anyhow::anyhow!("cannot restore the catalog: {e}"))?;

@@ -15,11 +15,16 @@ use eddy_storage::{RowCodec, Store, TableId};
 /// Rows decoded per batch when scanning.
 const SCAN_BATCH_ROWS: usize = 8192;
 
+/// Tells whether a view has failed (a read then answers its error).
+pub type FailureCheck = Arc<dyn Fn() -> Option<eddy_storage::ViewFailure> + Send + Sync>;
+
 pub struct StoredTable {
     store: Arc<dyn Store>,
     table_id: TableId,
     codec: RowCodec,
     table_type: TableType,
+    /// For a view: its name and how to learn whether it failed.
+    failure: Option<(String, FailureCheck)>,
 }
 
 impl std::fmt::Debug for StoredTable {
@@ -40,7 +45,14 @@ impl StoredTable {
             table_id,
             codec: RowCodec::new(schema).map_err(|e| DataFusionError::External(Box::new(e)))?,
             table_type,
+            failure: None,
         })
+    }
+
+    /// Makes reads of view `name` answer its failure once `check` reports one.
+    pub fn with_failure_check(mut self, name: String, check: FailureCheck) -> Self {
+        self.failure = Some((name, check));
+        self
     }
 }
 
@@ -61,6 +73,11 @@ impl TableProvider for StoredTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        if let Some((name, check)) = &self.failure {
+            if let Some(failure) = check() {
+                return Err(crate::error::view_failed(name, &failure).into());
+            }
+        }
         let external = |e: eddy_storage::StorageError| DataFusionError::External(Box::new(e));
         let rows = self.store.scan_table(self.table_id).map_err(external)?;
         let batches = rows

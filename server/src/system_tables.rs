@@ -108,6 +108,28 @@ impl SystemSchema {
                 "rows_failed",
                 ints(v.iter().map(|v| Some(v.rows_failed as i64))),
             ),
+            (
+                "state_bytes",
+                ints(v.iter().map(|v| Some(v.state_bytes as i64))),
+            ),
+            (
+                "status",
+                strings(v.iter().map(|v| {
+                    if v.failed.is_some() {
+                        "failed"
+                    } else {
+                        "running"
+                    }
+                    .to_string()
+                })),
+            ),
+            (
+                "error",
+                nullable_strings(
+                    v.iter()
+                        .map(|v| v.failed.as_ref().map(|f| f.message.clone())),
+                ),
+            ),
         ])
     }
 
@@ -329,6 +351,10 @@ fn delays(watermarks: impl Iterator<Item = Option<i64>>) -> ArrayRef {
 }
 
 fn strings(values: impl Iterator<Item = String>) -> ArrayRef {
+    Arc::new(StringArray::from(values.collect::<Vec<_>>()))
+}
+
+fn nullable_strings(values: impl Iterator<Item = Option<String>>) -> ArrayRef {
     Arc::new(StringArray::from(values.collect::<Vec<_>>()))
 }
 

@@ -152,12 +152,13 @@ impl Database {
         id: TableId,
     ) -> Result<()> {
         let name = info.name.clone();
-        let provider = Arc::new(StoredTable::new(
-            self.store.clone(),
-            id,
-            schema,
-            TableType::View,
-        )?);
+        let engine = self.engine.clone();
+        let view = name.clone();
+        let check = Arc::new(move || engine.view_failure(&view));
+        let provider = Arc::new(
+            StoredTable::new(self.store.clone(), id, schema, TableType::View)?
+                .with_failure_check(name.clone(), check),
+        );
         self.register_readable(&name, provider, Object::View(info))
     }
 }

@@ -63,3 +63,187 @@ async fn a_view_whose_operator_panics_leaves_its_inputs_and_other_views_working(
     assert_eq!(count(&client, "SELECT count(*) FROM fixed").await, 4);
     assert!(client.query("SELECT * FROM broken", &[]).await.is_err());
 }
+
+async fn error_of(client: &tokio_postgres::Client, sql: &str) -> tokio_postgres::error::DbError {
+    let error = client.query(sql, &[]).await.unwrap_err();
+    error
+        .as_db_error()
+        .expect("an error from the server")
+        .clone()
+}
+
+async fn status(client: &tokio_postgres::Client, view: &str) -> (String, Option<String>) {
+    let row = client
+        .query_one(
+            "SELECT status, error FROM eddy_catalog.materialized_views WHERE name = $1",
+            &[&view],
+        )
+        .await
+        .unwrap();
+    (row.get(0), row.get(1))
+}
+
+#[tokio::test]
+async fn a_view_whose_operator_panics_on_data_fails_alone_and_stays_failed() {
+    let mut eddy = EddyProcess::start_fresh_with(|config| {
+        config
+            .env
+            .push(("EDDY_TEST_PANIC_ON_PUSH".into(), "broken".into()));
+    })
+    .await
+    .unwrap();
+    let (client, _driver) = eddy.connect().await.unwrap();
+    client
+        .batch_execute(
+            "CREATE TABLE t (x INT);
+             CREATE MATERIALIZED VIEW counted AS SELECT count(*) AS n FROM t;
+             CREATE MATERIALIZED VIEW broken AS SELECT x + 1 AS y FROM t;",
+        )
+        .await
+        .unwrap();
+    // The write is taken: only the view that panicked on it stops.
+    client
+        .batch_execute("INSERT INTO t VALUES (1), (2)")
+        .await
+        .unwrap();
+    assert_eq!(count(&client, "SELECT n FROM counted").await, 2);
+    let read = error_of(&client, "SELECT * FROM broken").await;
+    assert_eq!(read.code().code(), "XX000", "{read:?}");
+    assert!(
+        read.message().contains("\"broken\" failed")
+            && read.message().contains("a fault injected into view broken"),
+        "{read:?}"
+    );
+    let (state, error) = status(&client, "broken").await;
+    assert_eq!(state, "failed");
+    assert!(error.unwrap().contains("a fault injected"));
+    assert_eq!(status(&client, "counted").await.0, "running");
+
+    // A restart does not bring the failure back round: the view stays failed, the rest runs.
+    drop(client);
+    eddy.restart().await.unwrap();
+    let (client, _driver) = eddy.connect().await.unwrap();
+    client
+        .batch_execute("INSERT INTO t VALUES (3)")
+        .await
+        .unwrap();
+    assert_eq!(count(&client, "SELECT n FROM counted").await, 3);
+    assert_eq!(status(&client, "broken").await.0, "failed");
+    let refused = error_of(
+        &client,
+        "CREATE MATERIALIZED VIEW over_broken AS SELECT * FROM broken",
+    )
+    .await;
+    assert!(
+        refused.message().contains("no longer maintained"),
+        "{refused:?}"
+    );
+    client
+        .batch_execute("DROP MATERIALIZED VIEW broken")
+        .await
+        .unwrap();
+    assert!(
+        error_of(&client, "SELECT * FROM broken")
+            .await
+            .code()
+            .code()
+            == "42P01"
+    );
+}
+
+#[tokio::test]
+async fn a_view_past_its_state_budget_fails_alone_with_53200() {
+    let mut eddy = EddyProcess::start_fresh_with(|config| {
+        config
+            .extra_args
+            .extend(["--view-state-memory-limit".into(), "1MiB".into()]);
+    })
+    .await
+    .unwrap();
+    let (client, _driver) = eddy.connect().await.unwrap();
+    client
+        .batch_execute(
+            "CREATE TABLE t (k BIGINT, v BIGINT);
+             CREATE MATERIALIZED VIEW total AS SELECT count(*) AS n FROM t;
+             CREATE MATERIALIZED VIEW per_key AS SELECT k, count(*) AS n FROM t GROUP BY k;
+             CREATE MATERIALIZED VIEW per_bucket AS SELECT k % 10 AS b, count(*) AS n FROM t GROUP BY k % 10;
+             INSERT INTO t SELECT value, value * 2 FROM generate_series(1, 50000);
+             FLUSH;",
+        )
+        .await
+        .unwrap();
+    let read = error_of(&client, "SELECT * FROM per_key").await;
+    assert_eq!(read.code().code(), "53200", "{read:?}");
+    assert!(
+        read.message().contains("--view-state-memory-limit")
+            && read.message().contains("DROP MATERIALIZED VIEW per_key"),
+        "{read:?}"
+    );
+    // The others hold few groups: they keep up.
+    client
+        .batch_execute("INSERT INTO t VALUES (1, 1)")
+        .await
+        .unwrap();
+    assert_eq!(count(&client, "SELECT n FROM total").await, 50_001);
+    assert_eq!(
+        count(&client, "SELECT sum(n)::BIGINT FROM per_bucket").await,
+        50_001
+    );
+    let bytes: i64 = client
+        .query_one(
+            "SELECT state_bytes FROM eddy_catalog.materialized_views WHERE name = 'per_bucket'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        bytes > 0 && bytes < 1 << 20,
+        "per_bucket holds {bytes} bytes"
+    );
+
+    // Dropped and made again with a bound on its keys, it works.
+    drop(client);
+    eddy.restart().await.unwrap();
+    let (client, _driver) = eddy.connect().await.unwrap();
+    assert_eq!(status(&client, "per_key").await.0, "failed");
+    client
+        .batch_execute(
+            "DROP MATERIALIZED VIEW per_key;
+             CREATE MATERIALIZED VIEW per_key AS SELECT k, count(*) AS n FROM t WHERE k <= 100 GROUP BY k;",
+        )
+        .await
+        .unwrap();
+    assert_eq!(count(&client, "SELECT count(*) FROM per_key").await, 100);
+    assert_eq!(status(&client, "per_key").await.0, "running");
+}
+
+#[tokio::test]
+async fn past_the_total_state_budget_the_largest_view_fails() {
+    let eddy = EddyProcess::start_fresh_with(|config| {
+        config
+            .extra_args
+            .extend(["--state-memory-limit".into(), "2MiB".into()]);
+    })
+    .await
+    .unwrap();
+    let (client, _driver) = eddy.connect().await.unwrap();
+    client
+        .batch_execute(
+            "CREATE TABLE t (k BIGINT);
+             CREATE MATERIALIZED VIEW small AS SELECT k % 100 AS b, count(*) AS n FROM t GROUP BY k % 100;
+             CREATE MATERIALIZED VIEW large AS SELECT k, count(*) AS n FROM t GROUP BY k;
+             INSERT INTO t SELECT value FROM generate_series(1, 30000);
+             FLUSH;",
+        )
+        .await
+        .unwrap();
+    let read = error_of(&client, "SELECT * FROM large").await;
+    assert_eq!(read.code().code(), "53200", "{read:?}");
+    assert!(read.message().contains("--state-memory-limit"), "{read:?}");
+    assert_eq!(status(&client, "small").await.0, "running");
+    assert_eq!(
+        count(&client, "SELECT sum(n)::BIGINT FROM small").await,
+        30_000
+    );
+}

@@ -25,6 +25,20 @@ pub struct CatalogEntry {
     pub sql: String,
     /// The table ids the object owns: its rows first, then one per stateful operator.
     pub table_ids: Vec<TableId>,
+    /// Set when a materialized view failed: it is no longer maintained, its state is gone,
+    /// and reading it answers this error until it is dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<ViewFailure>,
+}
+
+/// Why a materialized view stopped, as reading it reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViewFailure {
+    /// The SQLSTATE a read of the view answers (53200 when its state passed its budget).
+    pub sqlstate: String,
+    pub message: String,
+    /// The last epoch whose changes the view's rows hold.
+    pub epoch: u64,
 }
 
 impl CatalogEntry {

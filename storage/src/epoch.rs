@@ -29,6 +29,11 @@ impl EpochBatch {
         self.writes.insert(meta_key(name), None);
     }
 
+    /// Takes `later`'s writes in, which replace this batch's writes of the same keys.
+    pub fn append(&mut self, later: EpochBatch) {
+        self.writes.extend(later.writes);
+    }
+
     pub fn len(&self) -> usize {
         self.writes.len()
     }

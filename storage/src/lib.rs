@@ -19,7 +19,7 @@ pub mod format;
 pub mod keys;
 pub mod store;
 
-pub use catalog::{CatalogEntry, ObjectKind};
+pub use catalog::{CatalogEntry, ObjectKind, ViewFailure};
 pub use codec::RowCodec;
 pub use epoch::EpochBatch;
 pub use error::{Result, StorageError};

@@ -28,6 +28,7 @@ use eddy_planner::window::to_micros;
 use eddy_planner::{AggregatePlan, WindowBound};
 use eddy_storage::{EpochBatch, RowCodec, Store, TableId};
 
+use crate::state_size::{SizeEstimate, ENTRY_OVERHEAD};
 use crate::{Barrier, ExecError, Message, Op, Operator, Result, StreamChunk, Watermark};
 use min_max::RetractableMinMax;
 use state::{rebuild_after_state, StateCodec};
@@ -55,6 +56,7 @@ pub struct AggregateOperator {
     evicted: HashSet<Vec<u8>>,
     /// Window end (micros) → groups in that window, to evict closed windows cheaply.
     windows: BTreeMap<i64, HashSet<Vec<u8>>>,
+    group_size: SizeEstimate,
 }
 
 impl AggregateOperator {
@@ -81,6 +83,7 @@ impl AggregateOperator {
             dirty: HashSet::new(),
             evicted: HashSet::new(),
             windows: BTreeMap::new(),
+            group_size: SizeEstimate::default(),
         };
         operator.load(store)?;
         if operator.plan.group_exprs.is_empty() && operator.groups.is_empty() {
@@ -104,14 +107,17 @@ impl AggregateOperator {
 
     fn load(&mut self, store: &dyn Store) -> Result<()> {
         let rows = store.scan_table(self.state_table)?;
+        let (mut measured, groups) = (0, rows.len());
         for (key, value) in rows {
             let mut group = self.new_group(None)?;
             self.state_codec.restore(&value, &mut group)?;
             if let Some(end) = group.window_end {
                 self.windows.entry(end).or_default().insert(key.clone());
             }
+            measured += group_bytes(key.len(), &group);
             self.groups.insert(key, group);
         }
+        self.group_size.observe(measured, groups);
         Ok(())
     }
 
@@ -191,6 +197,17 @@ impl AggregateOperator {
 
 /// A row an aggregate emits: group key, op, one value per aggregate.
 type EmittedRow = (Vec<u8>, Op, Vec<ScalarValue>);
+
+/// What one group holds in memory: its key, accumulators and last output.
+fn group_bytes(key_len: usize, group: &Group) -> usize {
+    key_len
+        + ENTRY_OVERHEAD
+        + group.accumulators.iter().map(|a| a.size()).sum::<usize>()
+        + group
+            .last_output
+            .as_ref()
+            .map_or(0, |values| values.iter().map(ScalarValue::size).sum())
+}
 
 fn evaluate_all(group: &mut Group) -> Result<Vec<ScalarValue>> {
     Ok(group
@@ -368,6 +385,8 @@ impl Operator for AggregateOperator {
             .encode_all(kept.iter_mut().map(|(_, group)| group), || {
                 new_accumulators(&self.plan)
             })?;
+        let measured: usize = kept.iter().map(|(key, g)| group_bytes(key.len(), g)).sum();
+        self.group_size.observe(measured, kept.len());
         for ((key, group), state) in kept.into_iter().zip(states) {
             epoch.put(self.state_table, &key, state);
             self.groups.insert(key, group);
@@ -380,6 +399,10 @@ impl Operator for AggregateOperator {
 
     fn state_rows(&self) -> usize {
         self.groups.len()
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.group_size.total(self.groups.len())
     }
 
     fn open_windows(&self) -> usize {

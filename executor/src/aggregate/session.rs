@@ -18,7 +18,10 @@ use eddy_planner::{AggregatePlan, SessionWindow};
 use eddy_storage::{EpochBatch, RowCodec, Store, TableId};
 
 use super::state::{rebuild_after_state, StateCodec};
-use super::{evaluate_all, group_columns, internal, new_accumulators, AggregateInputs, Group};
+use super::{
+    evaluate_all, group_bytes, group_columns, internal, new_accumulators, AggregateInputs, Group,
+};
+use crate::state_size::SizeEstimate;
 use crate::{Barrier, ExecError, Message, Op, Operator, Result, StreamChunk, Watermark};
 
 /// One open session of one partition (its start is the map key it is stored under).
@@ -68,6 +71,7 @@ pub struct SessionAggregateOperator {
     dirty: HashSet<SessionId>,
     /// Sessions merged away or closed: their state rows go at the next barrier.
     removed: HashSet<SessionId>,
+    session_size: SizeEstimate,
 }
 
 impl SessionAggregateOperator {
@@ -111,6 +115,7 @@ impl SessionAggregateOperator {
             by_end: BTreeSet::new(),
             dirty: HashSet::new(),
             removed: HashSet::new(),
+            session_size: SizeEstimate::default(),
         };
         operator.load(store)?;
         Ok(operator)
@@ -144,6 +149,8 @@ impl SessionAggregateOperator {
                 .clone()
                 .map(|values| vec![(start, end, values)])
                 .unwrap_or_default();
+            self.session_size
+                .observe(group_bytes(partition.len(), &group), 1);
             self.insert_session(partition, start, Session { group, replaces });
         }
         Ok(())
@@ -515,6 +522,11 @@ impl Operator for SessionAggregateOperator {
             kept.iter_mut().map(|(_, _, session)| &mut session.group),
             || new_accumulators(&self.plan),
         )?;
+        let measured: usize = kept
+            .iter()
+            .map(|(partition, _, session)| group_bytes(partition.len(), &session.group))
+            .sum();
+        self.session_size.observe(measured, kept.len());
         for ((partition, start, session), state) in kept.into_iter().zip(states) {
             epoch.put(self.state_table, &self.state_key(&partition, start)?, state);
             self.sessions
@@ -527,6 +539,12 @@ impl Operator for SessionAggregateOperator {
 
     fn state_rows(&self) -> usize {
         self.by_end.len()
+    }
+
+    fn state_bytes(&self) -> usize {
+        // Each open session is also in `by_end`, under a copy of its partition key.
+        let sessions = self.by_end.len();
+        self.session_size.total(sessions) + sessions * crate::state_size::ENTRY_OVERHEAD
     }
 
     fn open_windows(&self) -> usize {

@@ -547,6 +547,25 @@ impl Operator for WindowedAggregateOperator {
         self.windows.values().map(|w| w.group_values.len()).sum()
     }
 
+    fn state_bytes(&self) -> usize {
+        self.windows
+            .values()
+            .map(|w| {
+                w.group_values.size()
+                    + w.accumulators.iter().map(|a| a.size()).sum::<usize>()
+                    + w.keys
+                        .iter()
+                        .map(|k| k.get_array_memory_size())
+                        .sum::<usize>()
+                    + w.emitted
+                        .iter()
+                        .map(|e| e.get_array_memory_size())
+                        .sum::<usize>()
+                    + w.dirty.len()
+            })
+            .sum()
+    }
+
     fn open_windows(&self) -> usize {
         self.windows.len()
     }

@@ -71,10 +71,23 @@ impl Engine {
             Restore::Source(def) => {
                 self.sources.insert(entry.name.clone(), (entry, def));
             }
+            Restore::View(plan) if entry.failed.is_some() => {
+                // A failed view keeps its rows for reading its error, and nothing runs.
+                let view = ViewRuntime {
+                    entry,
+                    plan,
+                    graph: None,
+                    readers: Vec::new(),
+                };
+                self.views.insert(view.entry.name.clone(), view);
+            }
             Restore::View(plan) => {
-                let graph = Graph::build(&plan, &entry.table_ids, &self.store, &|name| {
-                    self.stored_relation(name)
-                })?;
+                let graph = Some(Graph::build(
+                    &plan,
+                    &entry.table_ids,
+                    &self.store,
+                    &|name| self.stored_relation(name),
+                )?);
                 let readers = self.open_view_readers(&entry.name, &plan, &entry.table_ids)?;
                 self.views.insert(
                     entry.name.clone(),
@@ -102,7 +115,7 @@ impl Engine {
         let view = self.views.get(name)?;
         Some(crate::join::StoredRelation {
             table: view.entry.table_ids[0],
-            key_fields: view.graph.key_fields().to_vec(),
+            key_fields: view.plan.key_fields.clone(),
             schema: view.plan.schema.clone(),
         })
     }
@@ -129,6 +142,7 @@ impl Engine {
             name,
             sql,
             table_ids,
+            failed: None,
         };
         self.counters.next_catalog_seq += 1;
         entry.write(&mut self.epoch_writes)?;
@@ -199,7 +213,15 @@ impl Engine {
         for input in plan.input_names() {
             let snapshot = match (self.tables.get(input), self.views.get(input)) {
                 (Some((_, table)), _) => table.snapshot(self.store.as_ref())?,
-                (None, Some(upstream)) => upstream.graph.snapshot(self.store.as_ref())?,
+                (None, Some(upstream)) => match (&upstream.graph, &upstream.entry.failed) {
+                    (Some(graph), _) => graph.snapshot(self.store.as_ref())?,
+                    (None, failure) => {
+                        return Err(ExecError::NotSupported(format!(
+                            "materialized view \"{input}\" has failed and is no longer maintained ({}): drop it and create it again first",
+                            failure.as_ref().map_or("", |f| f.message.as_str())
+                        )))
+                    }
+                },
                 (None, None) => continue,
             };
             if let Some(chunk) = snapshot {
@@ -217,7 +239,7 @@ impl Engine {
             ViewRuntime {
                 entry,
                 plan,
-                graph,
+                graph: Some(graph),
                 readers,
             },
         );

@@ -27,8 +27,10 @@ use crate::table::TableRuntime;
 mod catalog;
 mod panic_note;
 mod sources;
+mod view_failure;
 
 pub use sources::StoredDeadLetter;
+pub use view_failure::StateBudget;
 
 pub use crate::table::{TableDef, TableKey};
 use crate::{Barrier, ExecError, Message, Result};
@@ -115,6 +117,7 @@ pub struct EngineHandle {
     tx: Sender<Command>,
     stats: Arc<RwLock<EngineStats>>,
     commit_observer: Arc<OnceLock<CommitObserver>>,
+    state_budget: Arc<StateBudget>,
 }
 
 impl EngineHandle {
@@ -126,6 +129,7 @@ impl EngineHandle {
         let commit_observer = Arc::new(OnceLock::new());
         let mut engine = Engine::new(store, stats.clone())?;
         engine.commit_observer = commit_observer.clone();
+        let state_budget = engine.state_budget.clone();
         engine.publish_stats();
         // Evaluating an expression as deep as the server's depth limit allows recurses once
         // per level: the default 2 MiB stack is too small for that in a debug build.
@@ -138,7 +142,24 @@ impl EngineHandle {
             tx,
             stats,
             commit_observer,
+            state_budget,
         })
+    }
+
+    /// Sets the memory views' state may hold, per view and all together (bytes, estimated);
+    /// past either a view fails (see `eddy_catalog.materialized_views`).
+    pub fn set_state_budget(&self, per_view: usize, total: usize) {
+        self.state_budget.set(per_view, total);
+    }
+
+    /// Why view `name` failed, if it did.
+    pub fn view_failure(&self, name: &str) -> Option<eddy_storage::ViewFailure> {
+        let stats = self.stats.read().unwrap_or_else(|e| e.into_inner());
+        stats
+            .views
+            .iter()
+            .find(|v| v.name == name)
+            .and_then(|v| v.failed.clone())
     }
 
     /// Has `observer` told of every epoch committed from now on (one observer per engine;
@@ -270,7 +291,8 @@ impl EngineHandle {
 struct ViewRuntime {
     entry: CatalogEntry,
     plan: StreamPlan,
-    graph: Graph,
+    /// None once the view failed (`entry.failed` says why).
+    graph: Option<Graph>,
     /// One reader per source the view reads: a table of its own (rows not stored) that the
     /// reader's feed fills.
     readers: Vec<Reader>,
@@ -327,6 +349,7 @@ struct Engine {
     /// FLUSHes waiting for feeds to catch up with their sources.
     flushes: Vec<PendingFlush>,
     commit_observer: Arc<OnceLock<CommitObserver>>,
+    state_budget: Arc<StateBudget>,
 }
 
 /// A FLUSH over running feeds: done when each feed reaches what its source held then.
@@ -361,6 +384,7 @@ impl Engine {
             acks: Vec::new(),
             flushes: Vec::new(),
             commit_observer: Arc::new(OnceLock::new()),
+            state_budget: Arc::new(StateBudget::default()),
         })
     }
 
@@ -455,11 +479,7 @@ impl Engine {
     fn guarded(&mut self, work: impl FnOnce(&mut Self)) {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(self)));
         if let Err(panic) = outcome {
-            let what = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "unknown panic".into());
+            let what = panic_message(panic.as_ref());
             tracing::error!(%what, "internal error in the engine; reloading the last committed epoch");
             self.fail_pending(&what);
             if let Err(error) = self.reload() {
@@ -675,8 +695,11 @@ impl Engine {
                     .table
                     .commit(&mut batch, &mut self.counters.late_seq)?;
             }
-            let changes = view.graph.barrier(barrier, &mut batch)?;
-            for failed in view.graph.take_failed_rows() {
+            let Some((changes, failed_rows)) = self.barrier_view(&name, barrier, &mut batch)?
+            else {
+                continue;
+            };
+            for failed in failed_rows {
                 crate::view_errors::write(
                     &mut batch,
                     &mut self.counters.view_error_seq,
@@ -686,6 +709,10 @@ impl Engine {
             }
             self.deliver(&name, changes)?;
         }
+        // Views measured at this barrier past the budget fail in this epoch; with those that
+        // failed at their barrier, their catalog entries and dropped state commit now too.
+        self.enforce_state_budget()?;
+        batch.append(std::mem::take(&mut self.epoch_writes));
         for feed in self.feeds.values_mut() {
             feed.commit(&mut batch)?;
             for letter in std::mem::take(&mut feed.dead_letters) {
@@ -784,14 +811,7 @@ impl Engine {
             .map(|v| v.entry.name.clone())
             .collect();
         for reader in readers {
-            let view = self
-                .views
-                .get_mut(&reader)
-                .ok_or_else(|| ExecError::UndefinedObject(format!("view {reader} is gone")))?;
-            let mut changes = Vec::new();
-            for message in &messages {
-                changes.extend(view.graph.push(upstream, message.clone())?);
-            }
+            let changes = self.push_into_view(&reader, upstream, &messages)?;
             self.deliver(&reader, changes)?;
         }
         Ok(())
@@ -804,7 +824,8 @@ impl Engine {
         }
         self.views
             .get(name)
-            .map_or_else(Vec::new, |view| view.graph.watermarks())
+            .and_then(|view| view.graph.as_ref())
+            .map_or_else(Vec::new, Graph::watermarks)
     }
 
     /// On an error after state may have changed, abandons the epoch: every statement in it
@@ -845,6 +866,7 @@ impl Engine {
                 .views
                 .values()
                 .map(|view| {
+                    let graph = view.graph.as_ref();
                     // Lateness is judged where rows enter: the view's own readers of sources,
                     // or the stored tables it reads.
                     let (rows_in, rows_late) = view
@@ -867,11 +889,13 @@ impl Engine {
                         source: view.plan.input_names().join(", "),
                         sql: view.entry.sql.clone(),
                         emit_on_window_close: view.plan.emit_on_window_close,
-                        state_rows: view.graph.state_rows() as u64,
-                        open_windows: view.graph.open_windows() as u64,
+                        state_rows: graph.map_or(0, |g| g.state_rows() as u64),
+                        open_windows: graph.map_or(0, |g| g.open_windows() as u64),
                         unbounded_state: view.plan.has_unbounded_state(),
-                        joins: view.graph.join_state(),
-                        rows_failed: view.graph.rows_failed(),
+                        joins: graph.map_or_else(Vec::new, Graph::join_state),
+                        rows_failed: graph.map_or(0, Graph::rows_failed),
+                        state_bytes: graph.map_or(0, |g| g.state_bytes() as u64),
+                        failed: view.entry.failed.clone(),
                     }
                 })
                 .collect(),
@@ -891,19 +915,11 @@ impl Engine {
     }
 }
 
-/// Pushes one change of `input` and its watermark through a graph; returns the view's changes.
-fn push_changes(
-    graph: &mut Graph,
-    input: &str,
-    chunk: Option<crate::StreamChunk>,
-    watermark: Option<crate::Watermark>,
-) -> Result<Vec<Message>> {
-    let mut changes = Vec::new();
-    if let Some(chunk) = chunk {
-        changes.extend(graph.push(input, Message::Chunk(chunk))?);
-    }
-    if let Some(watermark) = watermark {
-        changes.extend(graph.push(input, Message::Watermark(watermark))?);
-    }
-    Ok(changes)
+/// What a caught panic said.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
 }

@@ -6,7 +6,7 @@ use eddy_storage::keys::SOURCE_ERRORS_TABLE;
 use eddy_storage::{EpochBatch, ObjectKind, TableId};
 use serde::{Deserialize, Serialize};
 
-use super::{push_changes, Engine, SourceDefinition};
+use super::{Engine, SourceDefinition};
 use crate::connector::{DeadLetter, SourceEvent, SourceSpec};
 use crate::feed::{lag_seconds, Feed};
 use crate::stats::SourceProgressStats;
@@ -209,7 +209,7 @@ impl Engine {
         }
         let view = self
             .views
-            .values_mut()
+            .values()
             .find(|v| v.reader(target).is_some())
             .ok_or_else(|| ExecError::UndefinedObject(format!("no view for feed {target}")))?;
         let source = view
@@ -217,7 +217,13 @@ impl Engine {
             .map(|r| r.source.clone())
             .unwrap_or_default();
         let name = view.entry.name.clone();
-        let view_changes = push_changes(&mut view.graph, &source, changes.0, changes.1)?;
+        let messages: Vec<crate::Message> = changes
+            .0
+            .map(crate::Message::Chunk)
+            .into_iter()
+            .chain(changes.1.map(crate::Message::Watermark))
+            .collect();
+        let view_changes = self.push_into_view(&name, &source, &messages)?;
         self.deliver(&name, view_changes)
     }
 

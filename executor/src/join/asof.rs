@@ -588,6 +588,14 @@ impl Operator for AsofJoinOperator {
         (self.left.len() + self.right.len()) as usize
     }
 
+    fn state_bytes(&self) -> usize {
+        // Each row is in its key's map and in the time index; each left row has a match.
+        let rows = (self.left.len() + self.right.len()) as usize;
+        (self.left.bytes + self.right.bytes) as usize
+            + rows * 2 * crate::state_size::ENTRY_OVERHEAD
+            + self.matches.len() * crate::state_size::ENTRY_OVERHEAD
+    }
+
     fn join_state(&self) -> Vec<JoinSideStats> {
         [
             ("left", &self.plan.left, &self.left),

@@ -550,6 +550,10 @@ impl Operator for JoinOperator {
         self.sides.iter().map(|s| s.rows as usize).sum()
     }
 
+    fn state_bytes(&self) -> usize {
+        self.sides.iter().map(|s| s.memory_bytes()).sum()
+    }
+
     fn join_state(&self) -> Vec<JoinSideStats> {
         [("left", &self.plan.left), ("right", &self.plan.right)]
             .into_iter()

@@ -66,6 +66,14 @@ fn nullable(fields: impl IntoIterator<Item = Field>) -> Arc<Schema> {
 }
 
 impl SideState {
+    /// Memory the side holds, estimated: its rows, each row's map entries (bucket, index by
+    /// time when it evicts), and one map entry per join key.
+    pub fn memory_bytes(&self) -> usize {
+        use crate::state_size::ENTRY_OVERHEAD;
+        let per_row = ENTRY_OVERHEAD * if self.evict_column.is_some() { 2 } else { 1 };
+        self.bytes as usize + self.rows as usize * per_row + self.buckets.len() * ENTRY_OVERHEAD
+    }
+
     /// Opens one side and loads its rows from the last committed epoch.
     pub fn open(
         table: TableId,
