@@ -132,11 +132,11 @@ pub async fn run(args: NexmarkArgs) -> Result<()> {
     let mut eddy = BenchEddy::start(&args.eddy).await?;
     let pid = eddy.pid;
     let (client, _driver) = eddy.process.connect().await?;
-    for source_sql in &sources {
+    for sql in sources.iter().map(String::as_str).chain(args.query.setup()) {
         client
-            .batch_execute(source_sql)
+            .batch_execute(sql)
             .await
-            .with_context(|| source_sql.clone())?;
+            .with_context(|| sql.to_string())?;
     }
 
     let profiler = match &args.perf {

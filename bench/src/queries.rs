@@ -100,6 +100,46 @@ pub enum Query {
     Q18,
     /// The 10 highest bids of each auction (a top-N per partition).
     Q19,
+    /// Bids with their day and minute as text (`to_char`), as written to a partitioned log.
+    Q10,
+    /// Bounded side input: bids joined with a table of 10,000 rows by `auction % 10000`
+    /// (a lookup join, `FOR SYSTEM_TIME AS OF PROCTIME()`).
+    Q13,
+    /// Calculation: price in another currency, the bid's time of day as text, a filter.
+    Q14,
+    /// Bidding statistics per day: counts and distinct counts, each with three FILTERs.
+    Q15,
+    /// Channel statistics per channel and day.
+    Q16,
+    /// Auction statistics per auction and day: counts, min, max, avg, sum.
+    Q17,
+    /// Channel id: from the channel's name or out of the URL (`regexp_match`).
+    Q21,
+    /// URL directories (`split_part`).
+    Q22,
+}
+
+/// The day as Nexmark's statistics queries group by it.
+const DAY: &str = "to_char(date_time, 'YYYY-MM-DD')";
+
+/// Counts of bids in each of Nexmark's three price ranges (a FILTER each), as `{what}`.
+fn by_price_rank(count: &str, what: &str) -> String {
+    format!(
+        "{count} FILTER (WHERE price < 10000) AS rank1_{what}, \
+         {count} FILTER (WHERE price >= 10000 AND price < 1000000) AS rank2_{what}, \
+         {count} FILTER (WHERE price >= 1000000) AS rank3_{what}"
+    )
+}
+
+/// Nexmark's bidding statistics: total, per rank, for bids, bidders and auctions.
+fn bid_statistics() -> String {
+    format!(
+        "count(*) AS total_bids, {}, count(DISTINCT bidder) AS total_bidders, {}, \
+         count(DISTINCT auction) AS total_auctions, {}",
+        by_price_rank("count(*)", "bids"),
+        by_price_rank("count(DISTINCT bidder)", "bidders"),
+        by_price_rank("count(DISTINCT auction)", "auctions"),
+    )
 }
 
 impl Query {
@@ -110,6 +150,18 @@ impl Query {
             Query::Q20 | Query::Q4 | Query::Q9 => &[Table::Bid, Table::Auction],
             Query::Q8 => &[Table::Person, Table::Auction],
             _ => &[Table::Bid],
+        }
+    }
+
+    /// Statements the query needs before its view: q13's side input.
+    pub fn setup(self) -> Option<&'static str> {
+        match self {
+            Query::Q13 => Some(
+                "CREATE TABLE side_input (key BIGINT PRIMARY KEY, value VARCHAR); \
+                 INSERT INTO side_input SELECT value AS key, CAST(value AS VARCHAR) AS text \
+                 FROM generate_series(0, 9999);",
+            ),
+            _ => None,
         }
     }
 
@@ -206,6 +258,53 @@ impl Query {
                  FROM SESSION({SOURCE}, date_time, INTERVAL '10' SECOND) \
                  GROUP BY bidder, window_start, window_end"
             ),
+            Query::Q10 => format!(
+                "SELECT auction, bidder, price, date_time, {DAY} AS date, \
+                 to_char(date_time, 'HH24:MI') AS time FROM {SOURCE}"
+            ),
+            Query::Q13 => format!(
+                "SELECT B.auction, B.bidder, B.price, B.date_time, S.value FROM {SOURCE} B \
+                 JOIN side_input FOR SYSTEM_TIME AS OF PROCTIME() S ON B.auction % 10000 = S.key"
+            ),
+            Query::Q14 => format!(
+                "SELECT auction, bidder, 0.908 * price AS price, \
+                 CASE WHEN extract(hour FROM date_time) >= 8 AND extract(hour FROM date_time) <= 18 \
+                   THEN 'dayTime' \
+                   WHEN extract(hour FROM date_time) <= 6 OR extract(hour FROM date_time) >= 20 \
+                   THEN 'nightTime' ELSE 'otherTime' END AS bidTimeType, \
+                 date_time, extra, length(extra) - length(replace(extra, 'c', '')) AS c_counts \
+                 FROM {SOURCE} WHERE 0.908 * price > 1000000 AND 0.908 * price < 50000000"
+            ),
+            Query::Q15 => format!(
+                "SELECT {DAY} AS day, {} FROM {SOURCE} GROUP BY {DAY}",
+                bid_statistics()
+            ),
+            Query::Q16 => format!(
+                "SELECT channel, {DAY} AS day, max(to_char(date_time, 'HH24:MI')) AS minute, {} \
+                 FROM {SOURCE} GROUP BY channel, {DAY}",
+                bid_statistics()
+            ),
+            Query::Q17 => format!(
+                "SELECT auction, {DAY} AS day, count(*) AS total_bids, {}, \
+                 min(price) AS min_price, max(price) AS max_price, avg(price) AS avg_price, \
+                 sum(price) AS sum_price FROM {SOURCE} GROUP BY auction, {DAY}",
+                by_price_rank("count(*)", "bids")
+            ),
+            Query::Q21 => format!(
+                "SELECT auction, bidder, price, channel, \
+                 CASE WHEN lower(channel) = 'apple' THEN '0' \
+                   WHEN lower(channel) = 'google' THEN '1' \
+                   WHEN lower(channel) = 'facebook' THEN '2' \
+                   WHEN lower(channel) = 'baidu' THEN '3' \
+                   ELSE (regexp_match(url, '(&|^)channel_id=([^&]*)'))[2] END AS channel_id \
+                 FROM {SOURCE} \
+                 WHERE (regexp_match(url, '(&|^)channel_id=([^&]*)'))[2] IS NOT NULL \
+                   OR lower(channel) IN ('apple', 'google', 'facebook', 'baidu')"
+            ),
+            Query::Q22 => format!(
+                "SELECT auction, bidder, price, channel, split_part(url, '/', 4) AS dir1, \
+                 split_part(url, '/', 5) AS dir2, split_part(url, '/', 6) AS dir3 FROM {SOURCE}"
+            ),
         }
     }
 
@@ -218,7 +317,14 @@ impl Query {
     /// `None` for a filter, whose count depends on the data.
     pub fn counted_bids(self) -> Option<(String, i64)> {
         match self {
-            Query::Q0 | Query::Q1 => Some((format!("SELECT count(*) FROM {VIEW}"), 1)),
+            Query::Q0 | Query::Q1 | Query::Q10 | Query::Q13 | Query::Q22 => {
+                Some((format!("SELECT count(*) FROM {VIEW}"), 1))
+            }
+            Query::Q15 | Query::Q16 | Query::Q17 => Some((
+                format!("SELECT CAST(sum(total_bids) AS BIGINT) FROM {VIEW}"),
+                1,
+            )),
+            Query::Q14 | Query::Q21 => None,
             Query::Q2
             | Query::Q3
             | Query::Q20

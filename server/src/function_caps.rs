@@ -141,7 +141,9 @@ impl ScalarUDFImpl for CappedFunction {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let limit = self.limit.load(Ordering::Relaxed);
-        let size = output_size(self.growth, &args.args, args.number_rows);
+        // A call on constants builds its value even when asked for no rows (an IN list's
+        // items are evaluated so): count one row at least.
+        let size = output_size(self.growth, &args.args, args.number_rows.max(1));
         if size > limit as u128 {
             return Err(too_large(self.name(), size, limit));
         }

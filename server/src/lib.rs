@@ -62,6 +62,7 @@ pub mod pg_keys;
 pub mod pg_sizes;
 pub mod pg_text;
 pub mod pg_text_functions;
+pub mod pg_to_char;
 pub mod pg_typeof;
 pub mod portal_execute;
 pub mod protocol_statements;

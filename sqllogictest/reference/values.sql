@@ -34,3 +34,6 @@ SELECT (CAST('[10, 20, 30]' AS JSONB) -> 1)::text AS a, CAST('{"s": "text"}' AS 
 -- Sizes as psql's \l+ and \dt+ show them.
 SELECT pg_size_pretty(CAST(0 AS BIGINT)) AS a, pg_size_pretty(CAST(10239 AS BIGINT)) AS b, pg_size_pretty(CAST(10240 AS BIGINT)) AS c, pg_size_pretty(CAST(123456789 AS BIGINT)) AS d
 SELECT pg_size_pretty(CAST(-10240 AS BIGINT)) AS a, pg_size_pretty(CAST(20971520 AS BIGINT)) AS b, pg_size_pretty(CAST(1099511627776 AS BIGINT)) AS c
+-- to_char with Postgres' template patterns.
+SELECT to_char(TIMESTAMP '2026-03-05 14:07:09.123456', 'YYYY-MM-DD HH24:MI:SS.MS') AS a, to_char(TIMESTAMP '2026-03-05 14:07:09', 'yyyy-MM-dd') AS b, to_char(DATE '2026-12-31', 'FMMonth FMDD, YYYY Dy') AS c
+SELECT to_char(TIMESTAMP '2026-03-05 00:30:00', 'HH12:MI AM "day" DDD Q IW') AS a, to_char(TIMESTAMP '2026-03-05 14:07:09', 'Month|MON|day') AS b

@@ -52,8 +52,27 @@ async fn functions_that_allocate_by_their_arguments_are_capped() {
         "SELECT array_resize([1], 1000000000)",
         "SELECT length(repeat('x', 50000000) || repeat('y', 50000000) || repeat('z', 50000000))",
         "SELECT length(concat(repeat('x', 50000000), repeat('y', 50000000), repeat('z', 50000000)))",
+        // An IN list's constant items are evaluated for no rows: still one value each.
+        "SELECT 1 IN (cardinality(array_repeat(1, 1000000000)), 5)",
+        "SELECT 1 WHERE 'a' IN (repeat('x', 1000000000))",
     ] {
         assert_eq!(code_of(&client, sql).await.as_deref(), Some("54000"), "{sql}");
+        still_answers(&client).await;
+    }
+    // The engine evaluates an UPDATE's or DELETE's WHERE itself: capped there too.
+    client
+        .batch_execute("CREATE TABLE capped (x BIGINT); INSERT INTO capped VALUES (1)")
+        .await
+        .unwrap();
+    for sql in [
+        "UPDATE capped SET x = 2 WHERE x IN (cardinality(array_repeat(1, 1000000000)), 5)",
+        "DELETE FROM capped WHERE x = cardinality(array_repeat(1, 1000000000))",
+    ] {
+        assert_eq!(
+            code_of(&client, sql).await.as_deref(),
+            Some("54000"),
+            "{sql}"
+        );
         still_answers(&client).await;
     }
     // Below the limit they work as before, `||` with its NULL.

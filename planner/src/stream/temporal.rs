@@ -88,6 +88,17 @@ fn side_column(expr: &Expr, schemas: [&DFSchema; 2]) -> Option<(usize, usize)> {
     }
 }
 
+/// Which side every column of `expr` belongs to, when they all belong to one (an equality's
+/// side may compute its key: `ON l.k % 10000 = r.k`).
+fn expr_side(expr: &Expr, schemas: [&DFSchema; 2]) -> Option<usize> {
+    let columns = expr.column_refs();
+    let mut sides = columns
+        .iter()
+        .map(|c| schemas.iter().position(|s| s.index_of_column(c).is_ok()));
+    let first = sides.next()??;
+    sides.all(|side| side == Some(first)).then_some(first)
+}
+
 /// A condition read apart: equalities between the sides, at most one inequality between them
 /// (left column, right column, operator as `left OP right`), and the rest.
 struct Condition {
@@ -103,23 +114,32 @@ fn read_condition(condition: &Expr, schemas: [&DFSchema; 2], asof: bool) -> Cond
         residual: Vec::new(),
     };
     for conjunct in split_conjunction(condition) {
+        if let Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Eq,
+            right,
+        }) = conjunct
+        {
+            match (expr_side(left, schemas), expr_side(right, schemas)) {
+                (Some(0), Some(1)) => {
+                    out.keys.push(((**left).clone(), (**right).clone()));
+                    continue;
+                }
+                (Some(1), Some(0)) => {
+                    out.keys.push(((**right).clone(), (**left).clone()));
+                    continue;
+                }
+                _ => {}
+            }
+        }
         if let Expr::BinaryExpr(BinaryExpr { left, op, right }) = conjunct {
             if let (Some((a, ca)), Some((b, cb))) =
                 (side_column(left, schemas), side_column(right, schemas))
             {
                 if a != b {
                     let flipped = a == 1;
-                    let (l, r) = if flipped {
-                        ((**right).clone(), (**left).clone())
-                    } else {
-                        ((**left).clone(), (**right).clone())
-                    };
                     let (lc, rc) = if flipped { (cb, ca) } else { (ca, cb) };
                     match op {
-                        Operator::Eq => {
-                            out.keys.push((l, r));
-                            continue;
-                        }
                         Operator::Gt | Operator::GtEq | Operator::Lt | Operator::LtEq
                             if asof && out.inequality.is_none() =>
                         {
