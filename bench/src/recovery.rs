@@ -94,7 +94,7 @@ pub async fn run(args: RecoveryArgs) -> Result<()> {
 }
 
 async fn crash_and_restart(args: &EddyArgs, events: u64) -> Result<Recovery> {
-    // Each run on a data directory of its own (under --dir when given, to keep its log).
+    // Each run on a data directory of its own (under --eddy-dir when given, to keep its log).
     let mut args = args.clone();
     args.dir = args.dir.map(|dir| dir.join(format!("{events}-events")));
     let mut eddy = BenchEddy::start(&args).await?;
