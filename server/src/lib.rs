@@ -24,6 +24,8 @@
 //! - [`database`]: statement dispatch — DDL and DML to the engine, queries to DataFusion.
 //! - [`create_table_as`]: `CREATE TABLE ... AS SELECT`.
 //! - [`views`]: materialized views: planning, creation, EXPLAIN, the stream catalog.
+//! - [`plain_views`]: `CREATE [OR REPLACE] VIEW`: stored queries, expanded where read.
+//! - [`ddl`]: `DROP ... [CASCADE]`, `ALTER ... RENAME TO` and what depends on what.
 //! - [`sources`]: CREATE SOURCE and connector-fed tables.
 //! - [`provider`]: committed rows as DataFusion tables.
 //! - [`function_caps`]: functions that allocate by their arguments, checked (54000).
@@ -42,6 +44,7 @@ pub mod copy;
 pub mod create_table_as;
 pub mod cursors;
 pub mod database;
+pub mod ddl;
 pub mod demo;
 pub mod describe;
 pub mod error;
@@ -55,6 +58,7 @@ pub mod metrics;
 pub mod operator_types;
 pub mod parameters;
 pub mod pg_catalog;
+pub mod plain_views;
 pub mod pg_encoding;
 pub mod pg_functions;
 pub mod pg_json;

@@ -152,6 +152,7 @@ impl SchemaProvider for EddyPgCatalog {
         let kind = match name.to_ascii_lowercase().as_str() {
             "pg_class" => Derived::Class,
             "pg_matviews" => Derived::MatViews,
+            "pg_views" => Derived::Views,
             "pg_tables" => Derived::Tables,
             "pg_index" => Derived::Keys("pg_index"),
             "pg_constraint" => Derived::Keys("pg_constraint"),
@@ -185,6 +186,8 @@ enum Derived {
     Keys(&'static str),
     /// One row per materialized view, with its SQL.
     MatViews,
+    /// One row per plain view, with its query.
+    Views,
     /// Tables only (the crate lists every relation).
     Tables,
 }
@@ -291,6 +294,7 @@ impl DerivedTable {
                 .map(|batch| keep_tables(batch, &objects))
                 .collect(),
             Derived::MatViews => Ok(vec![matviews(self.inner.schema(), &self.db)?]),
+            Derived::Views => Ok(vec![plain_views(self.inner.schema(), &self.db)?]),
         }
     }
 }
@@ -402,6 +406,33 @@ fn keep_tables(batch: &RecordBatch, objects: &HashMap<String, Object>) -> Result
     Ok(datafusion::arrow::compute::filter_record_batch(
         batch, &keep,
     )?)
+}
+
+fn plain_views(schema: SchemaRef, db: &Weak<Database>) -> Result<RecordBatch> {
+    let views: Vec<(String, Option<String>)> = db
+        .upgrade()
+        .map(|db| {
+            crate::pg_functions::view_definitions(&db)
+                .into_iter()
+                .filter(|(_, _, materialized)| !materialized)
+                .map(|(name, query, _)| (name, query))
+                .collect()
+        })
+        .unwrap_or_default();
+    let n = views.len();
+    let text = |values: Vec<Option<String>>| -> ArrayRef { Arc::new(StringArray::from(values)) };
+    let columns: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|field| match field.name().as_str() {
+            "schemaname" => text(vec![Some(SCHEMA.to_string()); n]),
+            "viewname" => text(views.iter().map(|(name, _)| Some(name.clone())).collect()),
+            "viewowner" => text(vec![Some("eddy".to_string()); n]),
+            "definition" => text(views.iter().map(|(_, query)| query.clone()).collect()),
+            _ => new_null_array(field.data_type(), n),
+        })
+        .collect();
+    Ok(RecordBatch::try_new(schema, columns)?)
 }
 
 fn matviews(schema: SchemaRef, db: &Weak<Database>) -> Result<RecordBatch> {

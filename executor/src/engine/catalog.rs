@@ -30,6 +30,7 @@ impl Engine {
         let tables = std::mem::take(&mut self.tables);
         let views = std::mem::take(&mut self.views);
         let sources = std::mem::take(&mut self.sources);
+        let plain_views = std::mem::take(&mut self.plain_views);
         let mut entries: Vec<(CatalogEntry, Restore)> = tables
             .into_values()
             .map(|(entry, table)| {
@@ -45,6 +46,11 @@ impl Engine {
                 views
                     .into_values()
                     .map(|v| (v.entry, Restore::View(v.plan))),
+            )
+            .chain(
+                plain_views
+                    .into_values()
+                    .map(|entry| (entry, Restore::PlainView)),
             )
             .collect();
         // An object created in the abandoned epoch was never committed: it goes with it (a view
@@ -70,6 +76,9 @@ impl Engine {
             }
             Restore::Source(def) => {
                 self.sources.insert(entry.name.clone(), (entry, def));
+            }
+            Restore::PlainView => {
+                self.plain_views.insert(entry.name.clone(), entry);
             }
             Restore::View(plan) => {
                 let graph = Graph::build(&plan, &entry.table_ids, &self.store, &|name| {
@@ -111,6 +120,7 @@ impl Engine {
         self.tables.contains_key(name)
             || self.views.contains_key(name)
             || self.sources.contains_key(name)
+            || self.plain_views.contains_key(name)
     }
     pub(super) fn new_entry(
         &mut self,
@@ -236,6 +246,15 @@ impl Engine {
         if kind != ObjectKind::Source && self.sources.contains_key(name) {
             return Err(wrong_kind("source", "DROP SOURCE"));
         }
+        if kind != ObjectKind::View && self.plain_views.contains_key(name) {
+            return Err(wrong_kind("view", "DROP VIEW"));
+        }
+        if kind == ObjectKind::View {
+            let entry = self.plain_views.remove(name).ok_or_else(|| {
+                ExecError::UndefinedObject(format!("view \"{name}\" does not exist"))
+            })?;
+            return self.remove_entry(&entry);
+        }
         let dependents: Vec<String> = self
             .views
             .values()
@@ -247,6 +266,7 @@ impl Engine {
                 ObjectKind::Table => "table",
                 ObjectKind::Source => "source",
                 ObjectKind::MaterializedView => "materialized view",
+                ObjectKind::View => "view",
             };
             return Err(ExecError::DependentObjects(format!(
                 "cannot drop {what} \"{name}\" because materialized view {} depends on it",
@@ -266,6 +286,9 @@ impl Engine {
                     ExecError::UndefinedObject(format!("source \"{name}\" does not exist"))
                 })?;
                 entry
+            }
+            ObjectKind::View => {
+                return Err(ExecError::Internal("a plain view reached the drop of stored objects".into()))
             }
             ObjectKind::MaterializedView => {
                 let view = self.views.remove(name).ok_or_else(|| {
