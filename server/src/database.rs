@@ -12,7 +12,7 @@ use datafusion::execution::context::{SessionConfig, SessionContext};
 use datafusion::logical_expr::{DdlStatement, DmlStatement, LogicalPlan, WriteOp};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::sql::parser::Statement as DfStatement;
-use datafusion::sql::sqlparser::ast::{ObjectType, Statement};
+use datafusion::sql::sqlparser::ast::Statement;
 use eddy_executor::engine::Restore;
 use eddy_executor::{EngineHandle, TableDef, TableKey};
 use eddy_planner::statement::{parse_statements, ParsedStatement};
@@ -219,7 +219,7 @@ impl Database {
                 ..
             } => {
                 let plan = self.plan_view(&query, emit_on_window_close).await?;
-                let reads = self.query_reads(&query).await?;
+                let reads = self.query_reads(&query);
                 let id = entry.table_ids[0];
                 let info = plan.as_source(&name);
                 let schema = plan.schema.clone();

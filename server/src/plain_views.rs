@@ -7,12 +7,16 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::TableProvider;
-use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use std::ops::ControlFlow;
+
 use datafusion::datasource::ViewTable;
 use datafusion::logical_expr::{col, LogicalPlan, LogicalPlanBuilder};
 use datafusion::optimizer::analyzer::type_coercion::TypeCoercion;
 use datafusion::optimizer::analyzer::Analyzer;
-use datafusion::sql::sqlparser::ast::{Ident, ObjectName, ObjectNamePart, Query, Statement};
+use datafusion::sql::sqlparser::ast::{
+    Expr, FunctionArg, FunctionArgExpr, Ident, ObjectName, ObjectNamePart, Query, Statement,
+    TableFactor, Visit, Visitor,
+};
 use eddy_executor::engine::Restore;
 use eddy_planner::statement::parse_statements;
 use eddy_planner::EddyStatement;
@@ -38,12 +42,18 @@ struct Definition {
 }
 
 fn definition(sql: &str) -> Result<Definition> {
-    match parse_statements(sql)?.into_iter().next().map(|s| s.statement) {
+    match parse_statements(sql)?
+        .into_iter()
+        .next()
+        .map(|s| s.statement)
+    {
         Some(EddyStatement::CreateView { columns, query, .. }) => Ok(Definition {
             columns,
             query: *query,
         }),
-        _ => Err(ServerError::internal(format!("not a view definition: {sql}"))),
+        _ => Err(ServerError::internal(format!(
+            "not a view definition: {sql}"
+        ))),
     }
 }
 
@@ -116,7 +126,7 @@ impl Database {
         let plan = self
             .plan_statement(&Statement::Query(Box::new(query.clone())), None)
             .await?;
-        let reads = self.relations_in(&plan)?;
+        let reads = self.query_reads(query);
         let options = self.ctx.state().config_options().clone();
         let plan = Analyzer::with_rules(vec![Arc::new(TypeCoercion::new())]).execute_and_check(
             plan,
@@ -157,32 +167,19 @@ impl Database {
         Ok((plan, reads))
     }
 
-    /// What a materialized view's query reads (plain views included: the stream plan sees
-    /// through them).
-    pub(crate) async fn query_reads(&self, query: &Query) -> Result<Vec<String>> {
-        let plan = self
-            .plan_statement(&Statement::Query(Box::new(query.clone())), None)
-            .await?;
-        self.relations_in(&plan)
-    }
-
-    /// Eddy's tables, sources and views a planned query reads (its subqueries too).
-    pub(crate) fn relations_in(&self, plan: &LogicalPlan) -> Result<Vec<String>> {
-        let mut names: Vec<String> = Vec::new();
-        plan.apply_with_subqueries(|node| {
-            if let LogicalPlan::TableScan(scan) = node {
-                let ours = scan
-                    .table_name
-                    .schema()
-                    .is_none_or(|s| s == crate::database::SCHEMA);
-                let name = scan.table_name.table().to_string();
-                if ours && self.exists(&name) && !names.contains(&name) {
-                    names.push(name);
-                }
+    /// The tables, sources and views a query names (in FROM, in table functions such as
+    /// `TUMBLE(t, ...)`, in subqueries; not its own CTEs), plain views included: a plan sees
+    /// through them.
+    pub(crate) fn query_reads(&self, query: &Query) -> Vec<String> {
+        let mut names = Relations::default();
+        let _ = query.visit(&mut names);
+        let mut reads = Vec::new();
+        for name in names.found {
+            if !names.ctes.contains(&name) && self.exists(&name) && !reads.contains(&name) {
+                reads.push(name);
             }
-            Ok(TreeNodeRecursion::Continue)
-        })?;
-        Ok(names)
+        }
+        reads
     }
 
     fn register_plain_view(
@@ -201,6 +198,10 @@ impl Database {
             query: format!(" {query};"),
             schema,
         };
+        // Replaced (OR REPLACE, or planned again): the new definition takes the name.
+        if self.exists(name) {
+            self.deregister(name)?;
+        }
         self.register_readable(name, provider, Object::PlainView(view))?;
         self.set_reads(name, reads);
         Ok(())
@@ -248,6 +249,50 @@ impl Database {
             quoted(view),
             parts.query
         ))
+    }
+}
+
+/// Names a query reads, and the CTEs it defines.
+#[derive(Default)]
+struct Relations {
+    found: Vec<String>,
+    ctes: Vec<String>,
+}
+
+impl Visitor for Relations {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+        if let Some(with) = &query.with {
+            for cte in &with.cte_tables {
+                self.ctes.push(eddy_planner::names::fold(&cte.alias.name));
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Table { name, args, .. } = factor {
+            if let Ok(name) = eddy_planner::names::resolve_object_name(name) {
+                self.found.push(name);
+            }
+            // A window table function's first argument is the table it reads.
+            let first = args.as_ref().and_then(|a| a.args.first());
+            if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(expr))) = first {
+                let parts = match expr {
+                    Expr::Identifier(ident) => Some(vec![ident.clone()]),
+                    Expr::CompoundIdentifier(parts) => Some(parts.clone()),
+                    _ => None,
+                };
+                if let Some(parts) = parts {
+                    let folded: Vec<String> = parts.iter().map(eddy_planner::names::fold).collect();
+                    if let Ok(name) = eddy_planner::names::resolve_parts(&folded) {
+                        self.found.push(name);
+                    }
+                }
+            }
+        }
+        ControlFlow::Continue(())
     }
 }
 

@@ -43,7 +43,7 @@ impl Database {
             ));
         }
         let plan = self.plan_view(query, emit_on_window_close).await?;
-        let reads = self.query_reads(query).await?;
+        let reads = self.query_reads(query);
         let info = plan.as_source(name);
         let schema = plan.schema.clone();
         let unbounded = plan.unbounded_state();

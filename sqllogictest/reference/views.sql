@@ -27,9 +27,9 @@ ALTER TABLE ref_v_t2 RENAME TO ref_v
 ALTER TABLE ref_nowhere RENAME TO ref_somewhere
 ALTER TABLE IF EXISTS ref_nowhere RENAME TO ref_somewhere
 ALTER VIEW ref_v2 RENAME TO ref_v3
-SELECT viewname::text FROM pg_views WHERE viewname LIKE 'ref_v%' ORDER BY viewname
-SELECT table_name::text, table_type::text FROM information_schema.tables WHERE table_name LIKE 'ref_v%' ORDER BY table_name
-SELECT relname::text, relkind::text FROM pg_class WHERE relname LIKE 'ref_v%' ORDER BY relname
+SELECT viewname::text AS v FROM pg_views WHERE viewname LIKE 'ref_v%' ORDER BY v
+SELECT table_name::text AS t, table_type::text AS k FROM information_schema.tables WHERE table_name LIKE 'ref_v%' ORDER BY t
+SELECT relname::text AS r, relkind::text AS k FROM pg_class WHERE relname LIKE 'ref_v%' ORDER BY r
 DROP VIEW ref_v3
 DROP VIEW ref_v
 DROP VIEW IF EXISTS ref_v

@@ -288,7 +288,9 @@ impl Engine {
                 entry
             }
             ObjectKind::View => {
-                return Err(ExecError::Internal("a plain view reached the drop of stored objects".into()))
+                return Err(ExecError::Internal(
+                    "a plain view reached the drop of stored objects".into(),
+                ))
             }
             ObjectKind::MaterializedView => {
                 let view = self.views.remove(name).ok_or_else(|| {

@@ -13,7 +13,12 @@ use crate::{ExecError, Result};
 impl Engine {
     /// `CREATE [OR REPLACE] VIEW`: a new entry, or the definition of the existing one replaced
     /// in place (its sequence kept, so it is restored before the objects that read it).
-    pub(super) fn put_plain_view(&mut self, name: String, sql: String, replace: bool) -> Result<()> {
+    pub(super) fn put_plain_view(
+        &mut self,
+        name: String,
+        sql: String,
+        replace: bool,
+    ) -> Result<()> {
         if let Some(entry) = self.plain_views.get_mut(&name) {
             if !replace {
                 return Err(ExecError::DuplicateObject(format!(
