@@ -11,6 +11,8 @@
 //! - [`portal_execute`]: Execute with no row limit, streamed.
 //! - [`parameters`]: bound parameters as DataFusion values (JSON ones too).
 //! - [`rewrite`]: client SQL DataFusion cannot plan as written, made plannable.
+//! - [`catalog_rewrites`]: drivers' catalog query forms (`regproc` comparisons, repeated
+//!   column names).
 //! - [`values_subqueries`]: VALUES holding scalar subqueries, as SELECTs DataFusion runs.
 //! - [`session`]: a connection's settings (SET, SHOW, RESET).
 //! - [`activity`]: `pg_stat_activity` and `pg_cancel_backend`.
@@ -39,6 +41,7 @@
 
 pub mod activity;
 pub mod auth;
+pub mod catalog_rewrites;
 pub mod connection;
 pub mod copy;
 pub mod create_table_as;
