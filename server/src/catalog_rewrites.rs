@@ -2,6 +2,9 @@
 //!
 //! - `typinput = 'pg_catalog.array_in'::regproc` (JDBC's type lookups): `pg_type`'s `regproc`
 //!   columns hold function names, so the name is compared as text.
+//! - `ARRAY(SELECT ...)` over what is always empty in Eddy (role memberships, storage and
+//!   connector options: psql's `\du`, `\d+`, `\d` of a foreign table) is an empty `text[]`;
+//!   `array_to_string(x.nspacl, ...)` of an ACL (always the default, NULL) is NULL.
 //! - Several select-list items with one name (`NULL, NULL, NULL` in JDBC's `getProcedures`):
 //!   Postgres allows it, DataFusion needs unique names; each repeat gets a name of its own
 //!   with a marker that the row description drops ([`client_name`]).
@@ -9,8 +12,11 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, BinaryOperator, Expr, Ident, SelectItem, SetExpr, Statement, Value,
+    visit_expressions_mut, BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
+    Ident, Query, SelectItem, SetExpr, Statement, TableFactor, Value,
 };
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
 
 /// Where a name given here to keep select-list names unique begins its suffix.
 const NAME_MARK: char = '\u{1}';
@@ -28,6 +34,7 @@ const REGPROC_COLUMNS: &[&str] = &[
 
 pub(crate) fn apply(statement: &mut Statement) {
     regproc_comparisons(statement);
+    empty_arrays(statement);
     unique_output_names(statement);
 }
 
@@ -106,6 +113,62 @@ fn regproc_comparisons(statement: &mut Statement) {
     });
 }
 
+/// Tables and table functions whose rows are always empty in Eddy.
+const EMPTY_SOURCES: &[&str] = &["pg_auth_members", "pg_options_to_table", "unnest"];
+
+/// Whether a query reads only [`EMPTY_SOURCES`] (`unnest` of an option array, always NULL).
+fn reads_nothing(query: &Query) -> bool {
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return false;
+    };
+    let mut factors = Vec::new();
+    for table in &select.from {
+        factors.push(&table.relation);
+        factors.extend(table.joins.iter().map(|j| &j.relation));
+    }
+    let first = factors.first().and_then(|factor| match factor {
+        TableFactor::Table { name, .. } => {
+            name.0.last().map(|n| n.to_string().to_ascii_lowercase())
+        }
+        TableFactor::Function { name, .. } => {
+            name.0.last().map(|n| n.to_string().to_ascii_lowercase())
+        }
+        _ => None,
+    });
+    first.is_some_and(|name| EMPTY_SOURCES.contains(&name.as_str()))
+}
+
+fn empty_arrays(statement: &mut Statement) {
+    let _ = visit_expressions_mut(statement, |expr| {
+        let Expr::Function(function) = expr else {
+            return ControlFlow::<()>::Continue(());
+        };
+        let name = function.name.to_string().to_ascii_lowercase();
+        let replacement = match (name.trim_start_matches("pg_catalog."), &function.args) {
+            ("array", FunctionArguments::Subquery(query)) if reads_nothing(query) => {
+                Some("CAST(make_array() AS TEXT[])")
+            }
+            ("array_to_string", FunctionArguments::List(list)) => {
+                let acl = list.args.first().is_some_and(|arg| {
+                    matches!(arg, FunctionArg::Unnamed(FunctionArgExpr::Expr(e))
+                        if column_name(e).is_some_and(|c| c.ends_with("acl")))
+                });
+                acl.then_some("CAST(NULL AS TEXT)")
+            }
+            _ => None,
+        };
+        if let Some(sql) = replacement {
+            if let Ok(parsed) = Parser::new(&PostgreSqlDialect {})
+                .try_with_sql(sql)
+                .and_then(|mut p| p.parse_expr())
+            {
+                *expr = parsed;
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
 /// Postgres' name for an unnamed select-list item.
 fn postgres_name(expr: &Expr) -> String {
     match expr {
@@ -177,6 +240,20 @@ mod tests {
         let other =
             "SELECT oid = (SELECT oid FROM pg_catalog.pg_proc WHERE proname = 'f') FROM pg_proc";
         assert_eq!(rewritten(other), other);
+    }
+
+    #[test]
+    fn arrays_of_what_is_always_empty() {
+        assert_eq!(
+            rewritten("SELECT ARRAY(SELECT b.rolname FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles b ON (m.roleid = b.oid) WHERE m.member = r.oid) AS memberof FROM pg_roles r"),
+            "SELECT CAST(make_array() AS TEXT[]) AS memberof FROM pg_roles r"
+        );
+        assert_eq!(
+            rewritten("SELECT pg_catalog.array_to_string(n.nspacl, E'\\n') FROM pg_namespace n"),
+            "SELECT CAST(NULL AS TEXT) FROM pg_namespace n"
+        );
+        let kept = "SELECT ARRAY(SELECT a FROM t) FROM u";
+        assert_eq!(rewritten(kept), kept);
     }
 
     #[test]

@@ -182,6 +182,8 @@ impl SchemaProvider for EddyPgCatalog {
             "pg_matviews" => Derived::MatViews,
             "pg_views" => Derived::Views,
             "pg_settings" => Derived::Settings,
+            "pg_foreign_table" => Derived::ForeignTables,
+            "pg_foreign_server" => Derived::ForeignServers,
             "pg_tables" => Derived::Tables,
             "pg_index" => Derived::Keys("pg_index"),
             "pg_constraint" => Derived::Keys("pg_constraint"),
@@ -219,6 +221,9 @@ enum Derived {
     Views,
     /// The crate's settings and the server's fixed ones drivers read.
     Settings,
+    /// Sources as foreign tables, and their connectors as servers ([`crate::pg_foreign`]).
+    ForeignTables,
+    ForeignServers,
     /// Tables only (the crate lists every relation).
     Tables,
 }
@@ -326,6 +331,16 @@ impl DerivedTable {
                 .collect(),
             Derived::MatViews => Ok(vec![matviews(self.inner.schema(), &self.db)?]),
             Derived::Views => Ok(vec![plain_views(self.inner.schema(), &self.db)?]),
+            Derived::ForeignTables => Ok(vec![crate::pg_foreign::foreign_tables(
+                self.inner.schema(),
+                &self.db,
+                &self.oids,
+            )?]),
+            Derived::ForeignServers => Ok(vec![crate::pg_foreign::foreign_servers(
+                self.inner.schema(),
+                &self.db,
+                &self.oids,
+            )?]),
             Derived::Settings => {
                 let mut batches = batches;
                 batches.push(fixed_settings(self.inner.schema())?);

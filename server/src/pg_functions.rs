@@ -398,6 +398,7 @@ pub(crate) fn register(
         "pg_get_function_result",
         "pg_get_function_arguments",
         "pg_get_function_identity_arguments",
+        "pg_get_function_sqlbody",
     ] {
         ctx.register_udf(function(
             name,
