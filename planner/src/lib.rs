@@ -6,6 +6,7 @@
 //! - [`statement`]: splits SQL text into statements and parses Eddy's extensions
 //!   (`WATERMARK FOR`, `APPEND ONLY`, `EMIT ON WINDOW CLOSE`, `FLUSH`, `RECOVER`, `SHOW ...`)
 //!   around sqlparser.
+//! - [`alter_statement`]: `ALTER ... RENAME TO`.
 //! - [`cursor_statement`]: `FETCH` and `MOVE` on a cursor.
 //! - [`pg_literals`]: Postgres' interval, bytea and float literal forms.
 //! - [`names`]: `[database.]schema.name` resolved to Eddy's objects.
@@ -20,6 +21,7 @@
 //!   incremental operators (inputs, projections, windows, aggregates, joins).
 //! - [`explain`]: a stream plan as EXPLAIN's text.
 
+pub mod alter_statement;
 pub mod cursor_statement;
 pub mod error;
 pub mod explain;

@@ -41,10 +41,21 @@ pub enum EddyStatement {
         query: Box<Query>,
         emit_on_window_close: bool,
     },
+    /// `CREATE [OR REPLACE] VIEW name [(columns)] AS query`: a plain view, expanded where it
+    /// is read.
+    CreateView {
+        name: String,
+        or_replace: bool,
+        columns: Vec<String>,
+        query: Box<Query>,
+    },
+    /// `ALTER TABLE | VIEW | MATERIALIZED VIEW | SOURCE name RENAME TO new_name`.
+    Rename(crate::alter_statement::RenameStatement),
     Drop {
         object_type: ObjectType,
         names: Vec<String>,
         if_exists: bool,
+        cascade: bool,
     },
     /// `DROP SOURCE [IF EXISTS] a, b`.
     DropSource {
@@ -156,7 +167,8 @@ fn normalize_literals(statement: &mut EddyStatement) {
         EddyStatement::Sql(statement) | EddyStatement::CreateTable { statement, .. } => {
             crate::pg_literals::normalize_literals(statement)
         }
-        EddyStatement::CreateMaterializedView { query, .. } => {
+        EddyStatement::CreateMaterializedView { query, .. }
+        | EddyStatement::CreateView { query, .. } => {
             crate::pg_literals::normalize_query_literals(query)
         }
         EddyStatement::ExplainView(inner) => normalize_literals(inner),
@@ -245,6 +257,12 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
         let view = parse_one(tokens.split_off(w[1].0))?;
         return Ok(EddyStatement::ExplainView(Box::new(view)));
     }
+    if starts_with(&w, &["ALTER"]) {
+        let significant: Vec<Token> = tokens.iter().filter(|t| !is_trivia(t)).cloned().collect();
+        if let Some(rename) = crate::alter_statement::parse_rename(&significant)? {
+            return Ok(EddyStatement::Rename(rename));
+        }
+    }
     if starts_with(&w, &["DROP", "SOURCE"]) {
         let if_exists = starts_with(&w[2..], &["IF", "EXISTS"]);
         let rest = &w[if if_exists { 4 } else { 2 }..];
@@ -324,14 +342,33 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
         ));
     }
     match parse_sql(tokens)? {
+        Statement::CreateView(view) if !view.materialized => {
+            if view.temporary {
+                return Err(PlanError::NotSupported(
+                    "temporary views (a view is visible to every session)".into(),
+                ));
+            }
+            Ok(EddyStatement::CreateView {
+                name: crate::names::resolve_object_name(&view.name)?,
+                or_replace: view.or_replace,
+                columns: view
+                    .columns
+                    .iter()
+                    .map(|c| crate::names::fold(&c.name))
+                    .collect(),
+                query: view.query,
+            })
+        }
         Statement::Drop {
             object_type,
             if_exists,
             names,
+            cascade,
             ..
         } => Ok(EddyStatement::Drop {
             object_type,
             if_exists,
+            cascade,
             names: names
                 .iter()
                 .map(crate::names::resolve_object_name)

@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_pg::datatypes::arrow_schema_to_pg_fields;
-use arrow_pg::encoder::encode_value;
 use datafusion::sql::sqlparser::ast::{
     CopyLegacyCsvOption, CopyLegacyOption, CopyOption, CopySource, CopyTarget, Ident, ObjectName,
     Query, Statement,
@@ -177,10 +176,11 @@ pub async fn copy_out(
     } else {
         Format::UnifiedText
     };
+    let options = crate::session::format_options(metadata);
     let fields = Arc::new(arrow_schema_to_pg_fields(
         &schema,
         &format,
-        Some(crate::session::format_options(metadata)),
+        Some(options.clone()),
     )?);
     let mut encoder = match spec.format {
         CopyFormat::Binary => CopyEncoder::new_binary(fields.clone()),
@@ -212,20 +212,15 @@ pub async fn copy_out(
             CopyEncoder::new_csv(fields.clone(), options)
         }
     };
+    // The same values as a query's rows: Postgres' text forms (and binary NUMERIC).
     let mut data = Vec::new();
     for batch in &batches {
-        for row in 0..batch.num_rows() {
-            for (column, field) in fields.iter().enumerate() {
-                encode_value(
-                    &mut encoder,
-                    batch.column(column),
-                    row,
-                    schema.field(column),
-                    field,
-                )?;
-            }
-            data.push(encoder.take_copy());
-        }
+        data.extend(crate::pg_encoding::encode_rows(
+            &mut encoder,
+            batch,
+            &fields,
+            &options,
+        )?);
     }
     if spec.header {
         let delimiter = spec.delimiter.unwrap_or(',').to_string();

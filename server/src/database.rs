@@ -12,7 +12,7 @@ use datafusion::execution::context::{SessionConfig, SessionContext};
 use datafusion::logical_expr::{DdlStatement, DmlStatement, LogicalPlan, WriteOp};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::sql::parser::Statement as DfStatement;
-use datafusion::sql::sqlparser::ast::{ObjectType, Statement};
+use datafusion::sql::sqlparser::ast::Statement;
 use eddy_executor::engine::Restore;
 use eddy_executor::{EngineHandle, TableDef, TableKey};
 use eddy_planner::statement::{parse_statements, ParsedStatement};
@@ -78,6 +78,8 @@ pub(crate) enum Object {
     Table(TableDef),
     View(SourceInfo),
     Source(TableDef),
+    /// A plain view (`CREATE VIEW`).
+    PlainView(crate::plain_views::PlainView),
 }
 
 pub struct Database {
@@ -87,6 +89,8 @@ pub struct Database {
     pub(crate) objects: RwLock<BTreeMap<String, Object>>,
     /// Tables and sources by name, for the window table functions.
     pub(crate) window_tables: TableLookup,
+    /// What each view (plain or materialized) reads, by the view's name.
+    pub(crate) reads: RwLock<HashMap<String, Vec<String>>>,
     /// The memory one query may use (`--query-memory-limit`), shared with the checked
     /// functions.
     query_memory_limit: Arc<std::sync::atomic::AtomicUsize>,
@@ -143,6 +147,7 @@ impl Database {
             store,
             objects: RwLock::new(BTreeMap::new()),
             window_tables,
+            reads: RwLock::new(HashMap::new()),
             query_memory_limit,
         });
         // Before the restore: stored statements may use the Postgres types it adds (JSONB).
@@ -151,52 +156,86 @@ impl Database {
         Ok(db)
     }
 
+    /// Brings back every object in creation order. A view whose query names an object
+    /// created after it (`CREATE OR REPLACE VIEW` keeps a view's place) waits until that one
+    /// is back.
     async fn restore_catalog(&self) -> Result<()> {
-        for entry in CatalogEntry::load_all(self.store.as_ref())? {
-            let parsed = parse_statements(&entry.sql)?;
-            let Some(statement) = parsed.into_iter().next() else {
+        let mut pending = CatalogEntry::load_all(self.store.as_ref())?;
+        loop {
+            let mut waiting = Vec::new();
+            let mut last_error = None;
+            let before = pending.len();
+            for entry in pending {
+                let view = matches!(entry.kind, ObjectKind::View | ObjectKind::MaterializedView);
+                match self.restore_entry(entry.clone()).await {
+                    Ok(()) => {}
+                    Err(error) if view && error.code == "42P01" => {
+                        waiting.push(entry);
+                        last_error = Some(error);
+                    }
+                    Err(error) => return Err(error),
+                }
+            }
+            match last_error {
+                None => return Ok(()),
+                Some(error) if waiting.len() == before => return Err(error),
+                Some(_) => pending = waiting,
+            }
+        }
+    }
+
+    async fn restore_entry(&self, entry: CatalogEntry) -> Result<()> {
+        if entry.kind == ObjectKind::View {
+            return self.restore_plain_view(entry).await;
+        }
+        let parsed = parse_statements(&entry.sql)?;
+        let Some(statement) = parsed.into_iter().next() else {
+            return Err(ServerError::internal(format!(
+                "empty catalog entry for {}",
+                entry.name
+            )));
+        };
+        // The entry's name, not the statement's: ALTER ... RENAME changes only the entry.
+        let name = entry.name.clone();
+        match statement.statement {
+            EddyStatement::CreateTable {
+                statement,
+                watermark,
+                append_only,
+                ..
+            } => {
+                let def = self
+                    .table_def(name, *statement, watermark, append_only)
+                    .await?;
+                let id = entry.table_ids[0];
+                self.engine
+                    .restore(entry, Restore::Table(def.clone(), None))
+                    .await?;
+                self.register_table(def, id)?;
+            }
+            EddyStatement::CreateMaterializedView {
+                query,
+                emit_on_window_close,
+                ..
+            } => {
+                let plan = self.plan_view(&query, emit_on_window_close).await?;
+                let reads = self.query_reads(&query);
+                let id = entry.table_ids[0];
+                let info = plan.as_source(&name);
+                let schema = plan.schema.clone();
+                self.engine.restore(entry, Restore::View(plan)).await?;
+                self.register_view(info, schema, id)?;
+                self.set_reads(&name, reads);
+            }
+            EddyStatement::CreateSource(mut def) => {
+                def.name = name;
+                self.restore_source(entry, &def).await?
+            }
+            _ => {
                 return Err(ServerError::internal(format!(
-                    "empty catalog entry for {}",
-                    entry.name
-                )));
-            };
-            match statement.statement {
-                EddyStatement::CreateTable {
-                    statement,
-                    watermark,
-                    append_only,
-                    name,
-                    ..
-                } => {
-                    let def = self
-                        .table_def(name, *statement, watermark, append_only)
-                        .await?;
-                    let id = entry.table_ids[0];
-                    self.engine
-                        .restore(entry, Restore::Table(def.clone(), None))
-                        .await?;
-                    self.register_table(def, id)?;
-                }
-                EddyStatement::CreateMaterializedView {
-                    name,
-                    query,
-                    emit_on_window_close,
-                    ..
-                } => {
-                    let plan = self.plan_view(&query, emit_on_window_close).await?;
-                    let id = entry.table_ids[0];
-                    let info = plan.as_source(&name);
-                    let schema = plan.schema.clone();
-                    self.engine.restore(entry, Restore::View(plan)).await?;
-                    self.register_view(info, schema, id)?;
-                }
-                EddyStatement::CreateSource(def) => self.restore_source(entry, &def).await?,
-                _ => {
-                    return Err(ServerError::internal(format!(
-                        "unexpected catalog entry: {}",
-                        entry.sql
-                    )))
-                }
+                    "unexpected catalog entry: {}",
+                    entry.sql
+                )))
             }
         }
         Ok(())
@@ -287,7 +326,18 @@ impl Database {
                 object_type,
                 names,
                 if_exists,
-            } => self.drop(*object_type, names, *if_exists).await,
+                cascade,
+            } => self.drop(*object_type, names, *if_exists, *cascade).await,
+            EddyStatement::CreateView {
+                name,
+                or_replace,
+                columns,
+                query,
+            } => {
+                self.create_plain_view(name, *or_replace, columns, query, &parsed.sql)
+                    .await
+            }
+            EddyStatement::Rename(rename) => self.rename(rename).await,
             EddyStatement::ExplainView(view) => self.explain_view(view).await,
             EddyStatement::Flush => {
                 self.engine.flush().await?;
@@ -505,62 +555,6 @@ impl Database {
         Ok(())
     }
 
-    async fn drop(
-        &self,
-        object_type: ObjectType,
-        names: &[String],
-        if_exists: bool,
-    ) -> Result<Outcome> {
-        let (kind, tag, what) = match object_type {
-            ObjectType::Table => (ObjectKind::Table, "DROP TABLE", "table"),
-            ObjectType::MaterializedView | ObjectType::View => (
-                ObjectKind::MaterializedView,
-                "DROP MATERIALIZED VIEW",
-                "materialized view",
-            ),
-            other => return Err(ServerError::not_supported(format!("DROP {other}"))),
-        };
-        for name in names {
-            let object = self
-                .objects
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(name)
-                .cloned();
-            match (object, kind) {
-                (None, _) if if_exists => continue,
-                (None, _) => {
-                    return Err(ServerError::new(
-                        "42P01",
-                        format!("{what} \"{name}\" does not exist"),
-                    ))
-                }
-                (Some(Object::View(_)), ObjectKind::Table) => {
-                    return Err(ServerError::new(
-                        "42809",
-                        format!("\"{name}\" is a materialized view: use DROP MATERIALIZED VIEW"),
-                    ))
-                }
-                (Some(Object::Table(_)), ObjectKind::MaterializedView) => {
-                    return Err(ServerError::new(
-                        "42809",
-                        format!("\"{name}\" is a table: use DROP TABLE"),
-                    ))
-                }
-                (Some(Object::Source(_)), _) => {
-                    return Err(ServerError::new(
-                        "42809",
-                        format!("\"{name}\" is a source: use DROP SOURCE"),
-                    ))
-                }
-                _ => {}
-            }
-            self.engine.drop_object(kind, name.clone()).await?;
-            self.deregister(name)?;
-        }
-        Ok(Outcome::command(tag))
-    }
-
     /// Plans a statement with DataFusion, binding parameters when given.
     pub async fn plan_statement(
         &self,
@@ -587,11 +581,6 @@ impl Database {
             Statement::Commit { .. } => return Ok(Outcome::command("COMMIT")),
             Statement::Rollback { .. } => return Ok(Outcome::command("ROLLBACK")),
             Statement::Set(_) => return Ok(Outcome::command("SET")),
-            Statement::CreateView(_) => {
-                return Err(ServerError::not_supported(
-                    "plain views: use CREATE MATERIALIZED VIEW",
-                ));
-            }
             Statement::CreateTable(_)
             | Statement::CreateSchema { .. }
             | Statement::CreateDatabase { .. } => {
@@ -629,6 +618,10 @@ impl Database {
                     table.table()
                 ),
             )),
+            Some(Object::PlainView(_)) => Err(ServerError::not_supported(format!(
+                "cannot change view \"{}\": views are not updatable, change the tables it reads",
+                table.table()
+            ))),
             Some(Object::Source(_)) => Err(ServerError::new(
                 "42809",
                 format!(

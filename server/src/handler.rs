@@ -261,6 +261,9 @@ const LITERAL_PREFIXES: &[&str] = &[
 /// (columns, aliases) stay as they are.
 fn postgres_names(schema: &Schema) -> Schema {
     let rename = |name: &str| -> Option<String> {
+        if let Some(name) = crate::catalog_rewrites::client_name(name) {
+            return Some(name.to_string());
+        }
         let open = name.find('(')?;
         if !name.ends_with(')') || open == 0 {
             return None;

@@ -82,7 +82,7 @@ impl InformationSchema {
     fn table_type(&self, schema: &str, name: &str, table: &dyn TableProvider) -> &'static str {
         match self.object(schema, name) {
             Some(Object::Table(_)) => "BASE TABLE",
-            Some(Object::View(_)) => "VIEW",
+            Some(Object::View(_) | Object::PlainView(_)) => "VIEW",
             Some(Object::Source(_)) => "FOREIGN",
             None => match table.table_type() {
                 TableType::Base => "BASE TABLE",
@@ -176,7 +176,7 @@ impl InformationSchema {
         let views = self
             .db
             .upgrade()
-            .map(|db| db.engine().stats().views)
+            .map(|db| crate::pg_functions::view_definitions(&db))
             .unwrap_or_default();
         let mut rows = Rows::new(&[
             T("table_catalog"),
@@ -190,11 +190,11 @@ impl InformationSchema {
             T("is_trigger_deletable"),
             T("is_trigger_insertable_into"),
         ]);
-        for view in views {
+        for (name, query, _) in views {
             rows.text("table_catalog", DATABASE);
             rows.text("table_schema", SCHEMA);
-            rows.text("table_name", &view.name);
-            match crate::pg_functions::view_query(&view.sql) {
+            rows.text("table_name", &name);
+            match query {
                 Some(query) => rows.text("view_definition", &query),
                 None => rows.null_text("view_definition"),
             }

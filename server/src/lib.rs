@@ -11,6 +11,8 @@
 //! - [`portal_execute`]: Execute with no row limit, streamed.
 //! - [`parameters`]: bound parameters as DataFusion values (JSON ones too).
 //! - [`rewrite`]: client SQL DataFusion cannot plan as written, made plannable.
+//! - [`catalog_rewrites`]: drivers' catalog query forms (`regproc` comparisons, repeated
+//!   column names).
 //! - [`values_subqueries`]: VALUES holding scalar subqueries, as SELECTs DataFusion runs.
 //! - [`session`]: a connection's settings (SET, SHOW, RESET).
 //! - [`activity`]: `pg_stat_activity` and `pg_cancel_backend`.
@@ -20,10 +22,13 @@
 //! - [`copy`]: `COPY ... TO STDOUT`.
 //! - [`pg_catalog`], [`pg_keys`], [`pg_functions`], [`pg_text_functions`] and
 //!   [`information_schema`]: what drivers and BI tools read about the database;
-//!   [`pg_json`] (`->`, `->>`), [`pg_typeof`] and [`pg_sizes`].
+//!   [`pg_json`] (`->`, `->>`), [`pg_typeof`] and [`pg_sizes`]; [`pg_foreign`]: sources as
+//!   foreign tables.
 //! - [`database`]: statement dispatch — DDL and DML to the engine, queries to DataFusion.
 //! - [`create_table_as`]: `CREATE TABLE ... AS SELECT`.
 //! - [`views`]: materialized views: planning, creation, EXPLAIN, the stream catalog.
+//! - [`plain_views`]: `CREATE [OR REPLACE] VIEW`: stored queries, expanded where read.
+//! - [`ddl`]: `DROP ... [CASCADE]`, `ALTER ... RENAME TO` and what depends on what.
 //! - [`sources`]: CREATE SOURCE and connector-fed tables.
 //! - [`provider`]: committed rows as DataFusion tables.
 //! - [`function_caps`]: functions that allocate by their arguments, checked (54000).
@@ -37,11 +42,13 @@
 
 pub mod activity;
 pub mod auth;
+pub mod catalog_rewrites;
 pub mod connection;
 pub mod copy;
 pub mod create_table_as;
 pub mod cursors;
 pub mod database;
+pub mod ddl;
 pub mod demo;
 pub mod describe;
 pub mod error;
@@ -56,6 +63,7 @@ pub mod operator_types;
 pub mod parameters;
 pub mod pg_catalog;
 pub mod pg_encoding;
+pub mod pg_foreign;
 pub mod pg_functions;
 pub mod pg_json;
 pub mod pg_keys;
@@ -64,6 +72,7 @@ pub mod pg_text;
 pub mod pg_text_functions;
 pub mod pg_to_char;
 pub mod pg_typeof;
+pub mod plain_views;
 pub mod portal_execute;
 pub mod protocol_statements;
 pub mod provider;

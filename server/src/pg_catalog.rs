@@ -19,7 +19,7 @@ use datafusion::logical_expr::planner::TypePlanner;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::sql::sqlparser::ast::{DataType as SqlDataType, TimezoneInfo};
-use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
+use datafusion_pg_catalog::pg_catalog::context::{PgCatalogContextProvider, Role};
 use datafusion_pg_catalog::pg_catalog::oid_type_planner::PgOidTypePlanner;
 use datafusion_pg_catalog::pg_catalog::PgCatalogStaticTables;
 use datafusion_pg_catalog::setup_pg_catalog;
@@ -36,7 +36,7 @@ pub(crate) type RelationOids = Arc<RwLock<HashMap<i32, (String, String)>>>;
 
 /// Installs `pg_catalog` and the Postgres functions into the database's SQL context.
 pub fn install(db: &Arc<Database>) -> Result<(), ServerError> {
-    setup_pg_catalog(&db.ctx, DATABASE, EmptyContextProvider).map_err(|e| ServerError::from(*e))?;
+    setup_pg_catalog(&db.ctx, DATABASE, Roles).map_err(|e| ServerError::from(*e))?;
     let catalog = db
         .ctx
         .catalog(DATABASE)
@@ -77,6 +77,34 @@ pub fn install(db: &Arc<Database>) -> Result<(), ServerError> {
         .information_schema = false;
     *state.write() = new_state;
     Ok(())
+}
+
+/// The one role `pg_roles` lists (psql's `\du`, JDBC's privileges): the owner every relation
+/// has (`pg_get_userbyid` names it `postgres`; relations' `relowner` is its OID, 0).
+#[derive(Debug, Clone)]
+struct Roles;
+
+const OWNER: &str = "postgres";
+
+#[async_trait]
+impl PgCatalogContextProvider for Roles {
+    async fn roles(&self) -> Vec<String> {
+        vec![OWNER.to_string()]
+    }
+
+    async fn role(&self, name: &str) -> Option<Role> {
+        (name == OWNER).then(|| Role {
+            name: OWNER.to_string(),
+            is_superuser: true,
+            can_login: true,
+            can_create_db: true,
+            can_create_role: true,
+            can_create_user: true,
+            can_replication: false,
+            grants: vec![],
+            inherited_roles: vec![],
+        })
+    }
 }
 
 /// Type OIDs by name (`int4`, `text`, ...), from the crate's copy of `pg_type`.
@@ -152,6 +180,10 @@ impl SchemaProvider for EddyPgCatalog {
         let kind = match name.to_ascii_lowercase().as_str() {
             "pg_class" => Derived::Class,
             "pg_matviews" => Derived::MatViews,
+            "pg_views" => Derived::Views,
+            "pg_settings" => Derived::Settings,
+            "pg_foreign_table" => Derived::ForeignTables,
+            "pg_foreign_server" => Derived::ForeignServers,
             "pg_tables" => Derived::Tables,
             "pg_index" => Derived::Keys("pg_index"),
             "pg_constraint" => Derived::Keys("pg_constraint"),
@@ -185,6 +217,13 @@ enum Derived {
     Keys(&'static str),
     /// One row per materialized view, with its SQL.
     MatViews,
+    /// One row per plain view, with its query.
+    Views,
+    /// The crate's settings and the server's fixed ones drivers read.
+    Settings,
+    /// Sources as foreign tables, and their connectors as servers ([`crate::pg_foreign`]).
+    ForeignTables,
+    ForeignServers,
     /// Tables only (the crate lists every relation).
     Tables,
 }
@@ -291,6 +330,22 @@ impl DerivedTable {
                 .map(|batch| keep_tables(batch, &objects))
                 .collect(),
             Derived::MatViews => Ok(vec![matviews(self.inner.schema(), &self.db)?]),
+            Derived::Views => Ok(vec![plain_views(self.inner.schema(), &self.db)?]),
+            Derived::ForeignTables => Ok(vec![crate::pg_foreign::foreign_tables(
+                self.inner.schema(),
+                &self.db,
+                &self.oids,
+            )?]),
+            Derived::ForeignServers => Ok(vec![crate::pg_foreign::foreign_servers(
+                self.inner.schema(),
+                &self.db,
+                &self.oids,
+            )?]),
+            Derived::Settings => {
+                let mut batches = batches;
+                batches.push(fixed_settings(self.inner.schema())?);
+                Ok(batches)
+            }
         }
     }
 }
@@ -357,8 +412,10 @@ fn fix_relkind(
         .map(|i| Some(indexed.contains(&oids.value(i))))
         .collect();
     let batch = replace_column(&batch, "relhasindex", Arc::new(has_index))?;
-    // No storage options on any relation.
+    // No storage options on any relation, and default privileges (a NULL ACL: all to the
+    // owner, as Postgres reads it).
     let mut columns = batch.columns().to_vec();
+    columns.push(new_null_array(&reloptions_type(), batch.num_rows()));
     columns.push(new_null_array(&reloptions_type(), batch.num_rows()));
     Ok(RecordBatch::try_new(
         with_reloptions(&batch.schema()),
@@ -370,7 +427,7 @@ fn reloptions_type() -> DataType {
     DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true)))
 }
 
-/// `pg_class` with `reloptions` (text[]), which drivers read and the crate lacks; every column
+/// `pg_class` with `reloptions` and `relacl` (text[]), which drivers read and the crate lacks; every column
 /// nullable (index rows leave some empty).
 fn with_reloptions(schema: &SchemaRef) -> SchemaRef {
     let mut fields: Vec<_> = schema
@@ -379,6 +436,7 @@ fn with_reloptions(schema: &SchemaRef) -> SchemaRef {
         .map(|f| Arc::new(f.as_ref().clone().with_nullable(true)))
         .collect();
     fields.push(Arc::new(Field::new("reloptions", reloptions_type(), true)));
+    fields.push(Arc::new(Field::new("relacl", reloptions_type(), true)));
     Arc::new(datafusion::arrow::datatypes::Schema::new(fields))
 }
 
@@ -402,6 +460,64 @@ fn keep_tables(batch: &RecordBatch, objects: &HashMap<String, Object>) -> Result
     Ok(datafusion::arrow::compute::filter_record_batch(
         batch, &keep,
     )?)
+}
+
+/// Settings fixed in Eddy that drivers read from `pg_settings` (JDBC's key metadata needs
+/// `max_index_keys`).
+const FIXED_SETTINGS: &[(&str, &str)] = &[
+    ("max_index_keys", "32"),
+    ("max_identifier_length", "63"),
+    ("block_size", "8192"),
+    ("server_version_num", "150006"),
+    ("server_encoding", "UTF8"),
+    ("jit", "off"),
+];
+
+fn fixed_settings(schema: SchemaRef) -> Result<RecordBatch> {
+    let n = FIXED_SETTINGS.len();
+    let columns: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|field| match field.name().as_str() {
+            "name" => Arc::new(StringArray::from_iter_values(
+                FIXED_SETTINGS.iter().map(|(name, _)| *name),
+            )) as ArrayRef,
+            "setting" | "reset_val" | "boot_val" => Arc::new(StringArray::from_iter_values(
+                FIXED_SETTINGS.iter().map(|(_, value)| *value),
+            )),
+            "context" => Arc::new(StringArray::from(vec!["internal"; n])),
+            "source" => Arc::new(StringArray::from(vec!["default"; n])),
+            _ => new_null_array(field.data_type(), n),
+        })
+        .collect();
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+fn plain_views(schema: SchemaRef, db: &Weak<Database>) -> Result<RecordBatch> {
+    let views: Vec<(String, Option<String>)> = db
+        .upgrade()
+        .map(|db| {
+            crate::pg_functions::view_definitions(&db)
+                .into_iter()
+                .filter(|(_, _, materialized)| !materialized)
+                .map(|(name, query, _)| (name, query))
+                .collect()
+        })
+        .unwrap_or_default();
+    let n = views.len();
+    let text = |values: Vec<Option<String>>| -> ArrayRef { Arc::new(StringArray::from(values)) };
+    let columns: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|field| match field.name().as_str() {
+            "schemaname" => text(vec![Some(SCHEMA.to_string()); n]),
+            "viewname" => text(views.iter().map(|(name, _)| Some(name.clone())).collect()),
+            "viewowner" => text(vec![Some("eddy".to_string()); n]),
+            "definition" => text(views.iter().map(|(_, query)| query.clone()).collect()),
+            _ => new_null_array(field.data_type(), n),
+        })
+        .collect();
+    Ok(RecordBatch::try_new(schema, columns)?)
 }
 
 fn matviews(schema: SchemaRef, db: &Weak<Database>) -> Result<RecordBatch> {

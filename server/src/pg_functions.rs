@@ -22,6 +22,24 @@ use crate::database::Database;
 use crate::pg_catalog::RelationOids;
 use crate::session;
 
+/// Every view, plain or materialized, by name: (name, its query, whether it is materialized).
+pub(crate) fn view_definitions(db: &Database) -> Vec<(String, Option<String>, bool)> {
+    let mut views: Vec<(String, Option<String>, bool)> = db
+        .engine()
+        .stats()
+        .views
+        .iter()
+        .map(|v| (v.name.clone(), view_query(&v.sql), true))
+        .collect();
+    for (name, object) in db.objects.read().unwrap_or_else(|e| e.into_inner()).iter() {
+        if let crate::database::Object::PlainView(view) = object {
+            views.push((name.clone(), Some(view.query.clone()), false));
+        }
+    }
+    views.sort();
+    views
+}
+
 /// The version string `version()` returns; drivers parse the `PostgreSQL x.y` part.
 pub fn version_string() -> String {
     format!(
@@ -224,7 +242,7 @@ pub(crate) fn register(
         let Some(db) = viewdef_db.upgrade() else {
             return Ok(texts(rows, |_| None));
         };
-        let views = db.engine().stats().views;
+        let views = view_definitions(&db);
         Ok(texts(rows, |i| {
             let name = match args[0].data_type() {
                 DataType::Utf8 => text_arg(&args[0], i),
@@ -235,8 +253,10 @@ pub(crate) fn register(
                         .map(|(_, name)| name.clone())
                 }),
             }?;
-            let view = views.iter().find(|v| v.name == name)?;
-            view_query(&view.sql)
+            views
+                .iter()
+                .find(|(view, _, _)| *view == name)
+                .and_then(|(_, query, _)| query.clone())
         }))
     };
     ctx.register_udf(function(
@@ -379,6 +399,7 @@ pub(crate) fn register(
         "pg_get_function_result",
         "pg_get_function_arguments",
         "pg_get_function_identity_arguments",
+        "pg_get_function_sqlbody",
     ] {
         ctx.register_udf(function(
             name,

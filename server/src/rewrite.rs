@@ -64,6 +64,8 @@ fn rewrite_client_forms(parsed: ParsedStatement) -> ParsedStatement {
         _ => parser.rewrite(*statement),
     });
     qualify_eddy_catalog_tables(&mut statement);
+    // Before the scalar subqueries are wrapped: it reads the crate's regproc lookups.
+    crate::catalog_rewrites::apply(&mut statement);
     // The reparse above reads the original text: Postgres' literal forms again.
     eddy_planner::pg_literals::normalize_literals(&mut statement);
     aggregate_scalar_subqueries(&mut statement);

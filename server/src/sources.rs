@@ -182,7 +182,7 @@ impl Database {
         }
     }
 
-    fn register_source(&self, table: TableDef) -> Result<()> {
+    pub(crate) fn register_source(&self, table: TableDef) -> Result<()> {
         let provider: Arc<dyn TableProvider> = Arc::new(SourceProvider {
             name: table.name.clone(),
             schema: table.schema.clone(),
@@ -210,6 +210,7 @@ impl Database {
                     ))
                 }
             }
+            self.check_no_readers("source", name)?;
             self.engine
                 .drop_object(ObjectKind::Source, name.clone())
                 .await?;

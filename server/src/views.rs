@@ -43,6 +43,7 @@ impl Database {
             ));
         }
         let plan = self.plan_view(query, emit_on_window_close).await?;
+        let reads = self.query_reads(query);
         let info = plan.as_source(name);
         let schema = plan.schema.clone();
         let unbounded = plan.unbounded_state();
@@ -52,6 +53,7 @@ impl Database {
             .create_view(name.to_string(), sql.to_string(), plan)
             .await?;
         self.register_view(info, schema, id)?;
+        self.set_reads(name, reads);
         let mut outcome = Outcome::command("CREATE MATERIALIZED VIEW");
         if let Outcome::Command { notices, .. } = &mut outcome {
             if let Some(why) = unbounded {
@@ -223,7 +225,7 @@ impl StreamCatalog for Database {
                     .collect(),
             }),
             Some(Object::View(info)) => Some(info.clone()),
-            None => None,
+            Some(Object::PlainView(_)) | None => None,
         }
     }
 }

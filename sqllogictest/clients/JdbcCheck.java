@@ -1,5 +1,6 @@
 // The PostgreSQL JDBC driver against a running eddy: DatabaseMetaData (getTables,
-// getColumns, getPrimaryKeys) as BI tools browse a schema, and a PreparedStatement.
+// getColumns, getPrimaryKeys, getTypeInfo, getProcedures, getImportedKeys, getVersionColumns,
+// privileges) as BI tools browse a schema, getObject of an INTERVAL, and a PreparedStatement.
 // Run by sqllogictest/tests/clients.rs as `java -cp postgresql.jar JdbcCheck.java` with
 // EDDY_PORT set; exits non-zero on any mismatch.
 
@@ -12,6 +13,7 @@ import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import java.util.TreeSet;
 
 public class JdbcCheck {
     static void check(String label, Object got, Object expected) {
@@ -87,6 +89,52 @@ public class JdbcCheck {
                 }
             }
             check("getPrimaryKeys", keys, List.of("id 1 trades_pkey"));
+
+            // getTypeInfo and the driver's type lookups compare pg_type's regproc columns
+            // (typinput = 'array_in'::regproc).
+            List<String> types = new ArrayList<>();
+            try (ResultSet rs = meta.getTypeInfo()) {
+                while (rs.next()) {
+                    String name = rs.getString("TYPE_NAME");
+                    if (List.of("int4", "int8", "text", "interval", "timestamptz").contains(name)) {
+                        types.add(name + " " + rs.getInt("DATA_TYPE"));
+                    }
+                }
+            }
+            java.util.Collections.sort(types);
+            check("getTypeInfo", types, List.of("int4 4", "int8 -5", "interval 1111", "text 12", "timestamptz 93"));
+            try (Statement st = conn.createStatement();
+                 ResultSet rs = st.executeQuery("SELECT INTERVAL '1 day 02:03:04' AS iv")) {
+                check("INTERVAL row", rs.next(), true);
+                Object interval = rs.getObject(1);
+                check("getObject of an INTERVAL", interval.getClass().getName() + " " + interval,
+                        "org.postgresql.util.PGInterval 0 years 0 mons 1 days 2 hours 3 mins 4.0 secs");
+            }
+            try (ResultSet rs = meta.getProcedures(null, "public", "%")) {
+                check("getProcedures (none)", rs.next(), false);
+            }
+            try (ResultSet rs = meta.getImportedKeys(null, "public", "trades")) {
+                check("getImportedKeys (no foreign keys)", rs.next(), false);
+            }
+            try (ResultSet rs = meta.getVersionColumns(null, "public", "trades")) {
+                check("getVersionColumns has ctid", rs.next() ? rs.getString("COLUMN_NAME") : null, "ctid");
+            }
+            TreeSet<String> privileges = new TreeSet<>();
+            try (ResultSet rs = meta.getTablePrivileges(null, "public", "trades")) {
+                while (rs.next()) {
+                    privileges.add(rs.getString("GRANTEE") + " " + rs.getString("PRIVILEGE"));
+                }
+            }
+            check("getTablePrivileges", String.join(", ", privileges),
+                    "postgres DELETE, postgres INSERT, postgres REFERENCES, postgres SELECT, "
+                            + "postgres TRIGGER, postgres TRUNCATE, postgres UPDATE");
+            int columnPrivileges = 0;
+            try (ResultSet rs = meta.getColumnPrivileges(null, "public", "trades", "%")) {
+                while (rs.next()) {
+                    columnPrivileges++;
+                }
+            }
+            check("getColumnPrivileges (7 per column)", columnPrivileges, 28);
 
             // executeBatch of INSERTs: the driver describes the statement first and expects
             // NoData for a statement without result columns.

@@ -163,3 +163,102 @@ async fn psql_meta_commands_list_eddys_objects() {
         "{stderr}"
     );
 }
+
+/// The meta-commands that read more of the catalog: a plain view (`\dv`, `\d+ v` with its
+/// definition), a source as a foreign table with its connector as the server, the `+` forms
+/// of a table and the schemas, roles (`\du`) and functions (`\df+`).
+#[tokio::test]
+async fn psql_describes_views_sources_roles_and_plus_forms() {
+    let Some(psql_bin) = common::require("psql", common::on_path("psql")) else {
+        return;
+    };
+    let eddy = EddyProcess::start_fresh().await.expect("start eddy");
+    let (client, _conn) = eddy.connect().await.expect("connect");
+    client
+        .batch_execute(common::SAMPLE_OBJECTS)
+        .await
+        .expect("create objects");
+    client
+        .batch_execute("CREATE VIEW hot AS SELECT sensor, value FROM readings WHERE value > 10")
+        .await
+        .expect("create a plain view");
+
+    let views = psql(&eddy, &psql_bin, r"\dv");
+    let views = lines(&views);
+    assert_eq!(
+        views[1..],
+        [
+            "Schema|Name|Type|Owner",
+            "public|hot|view|postgres",
+            "(1 row)"
+        ],
+        "{views:#?}"
+    );
+    let view = psql(&eddy, &psql_bin, r"\d+ hot");
+    let view = lines(&view);
+    assert_eq!(view[0], "View \"public.hot\"");
+    assert_eq!(
+        view[1],
+        "Column|Type|Collation|Nullable|Default|Storage|Description"
+    );
+    assert!(view[2].starts_with("sensor|integer|"), "{view:#?}");
+    let at = view.iter().position(|l| *l == "View definition:");
+    assert_eq!(
+        at.map(|i| view[i + 1]),
+        Some(" SELECT sensor, value FROM readings WHERE value > 10;"),
+        "{view:#?}"
+    );
+
+    let source = psql(&eddy, &psql_bin, r"\d bid");
+    let source = lines(&source);
+    assert_eq!(
+        source,
+        [
+            "Foreign table \"public.bid\"",
+            "Column|Type|Collation|Nullable|Default|FDW options",
+            "auction|bigint||||",
+            "price|bigint||||",
+            "date_time|timestamp without time zone||||",
+            "Server: nexmark",
+        ]
+    );
+
+    let table = psql(&eddy, &psql_bin, r"\d+ readings");
+    let table = lines(&table);
+    assert_eq!(
+        table[..4],
+        [
+            "Table \"public.readings\"",
+            "Column|Type|Collation|Nullable|Default|Storage|Compression|Stats target|Description",
+            "sensor|integer||not null||plain|||",
+            "value|double precision||||plain|||",
+        ]
+    );
+    assert!(
+        table.contains(&"    \"readings_pkey\" PRIMARY KEY, btree (sensor)"),
+        "{table:#?}"
+    );
+
+    let schemas = psql(&eddy, &psql_bin, r"\dn+");
+    let schemas = lines(&schemas);
+    assert_eq!(schemas[1], "Name|Owner|Access privileges|Description");
+    assert!(schemas.contains(&"public|postgres||"), "{schemas:#?}");
+
+    let roles = psql(&eddy, &psql_bin, r"\du");
+    let roles = lines(&roles);
+    assert_eq!(
+        roles,
+        [
+            "List of roles",
+            "Role name|Attributes|Member of",
+            "postgres|Superuser, Create role, Create DB|{}",
+        ]
+    );
+
+    let functions = psql(&eddy, &psql_bin, r"\df+");
+    let functions = lines(&functions);
+    assert_eq!(functions[0], "List of functions");
+    assert!(functions[1]
+        .starts_with("Schema|Name|Result data type|Argument data types|Type|Volatility|"));
+    assert_eq!(functions.last(), Some(&"(0 rows)"));
+}

@@ -13,6 +13,8 @@ pub enum ObjectKind {
     Table,
     MaterializedView,
     Source,
+    /// A plain view: a stored query with no rows of its own, expanded where it is read.
+    View,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -30,6 +30,7 @@ impl Engine {
         let tables = std::mem::take(&mut self.tables);
         let views = std::mem::take(&mut self.views);
         let sources = std::mem::take(&mut self.sources);
+        let plain_views = std::mem::take(&mut self.plain_views);
         let mut entries: Vec<(CatalogEntry, Restore)> = tables
             .into_values()
             .map(|(entry, table)| {
@@ -45,6 +46,11 @@ impl Engine {
                 views
                     .into_values()
                     .map(|v| (v.entry, Restore::View(v.plan))),
+            )
+            .chain(
+                plain_views
+                    .into_values()
+                    .map(|entry| (entry, Restore::PlainView)),
             )
             .collect();
         // An object created in the abandoned epoch was never committed: it goes with it (a view
@@ -80,6 +86,9 @@ impl Engine {
                     readers: Vec::new(),
                 };
                 self.views.insert(view.entry.name.clone(), view);
+            }
+            Restore::PlainView => {
+                self.plain_views.insert(entry.name.clone(), entry);
             }
             Restore::View(plan) => {
                 let graph = Some(Graph::build(
@@ -124,6 +133,7 @@ impl Engine {
         self.tables.contains_key(name)
             || self.views.contains_key(name)
             || self.sources.contains_key(name)
+            || self.plain_views.contains_key(name)
     }
     pub(super) fn new_entry(
         &mut self,
@@ -258,6 +268,15 @@ impl Engine {
         if kind != ObjectKind::Source && self.sources.contains_key(name) {
             return Err(wrong_kind("source", "DROP SOURCE"));
         }
+        if kind != ObjectKind::View && self.plain_views.contains_key(name) {
+            return Err(wrong_kind("view", "DROP VIEW"));
+        }
+        if kind == ObjectKind::View {
+            let entry = self.plain_views.remove(name).ok_or_else(|| {
+                ExecError::UndefinedObject(format!("view \"{name}\" does not exist"))
+            })?;
+            return self.remove_entry(&entry);
+        }
         let dependents: Vec<String> = self
             .views
             .values()
@@ -269,6 +288,7 @@ impl Engine {
                 ObjectKind::Table => "table",
                 ObjectKind::Source => "source",
                 ObjectKind::MaterializedView => "materialized view",
+                ObjectKind::View => "view",
             };
             return Err(ExecError::DependentObjects(format!(
                 "cannot drop {what} \"{name}\" because materialized view {} depends on it",
@@ -288,6 +308,11 @@ impl Engine {
                     ExecError::UndefinedObject(format!("source \"{name}\" does not exist"))
                 })?;
                 entry
+            }
+            ObjectKind::View => {
+                return Err(ExecError::Internal(
+                    "a plain view reached the drop of stored objects".into(),
+                ))
             }
             ObjectKind::MaterializedView => {
                 let view = self.views.remove(name).ok_or_else(|| {

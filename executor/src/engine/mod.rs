@@ -26,6 +26,7 @@ use crate::stats::{CommitObserver, CommitReport, EngineStats, TableStats, ViewSt
 use crate::table::TableRuntime;
 mod catalog;
 mod panic_note;
+mod plain_views;
 mod sources;
 mod view_failure;
 
@@ -43,6 +44,8 @@ pub enum Restore {
     Table(TableDef, Option<SourceSpec>),
     Source(SourceDefinition),
     View(StreamPlan),
+    /// A plain view: only its catalog entry (the server plans its query).
+    PlainView,
 }
 
 /// A `CREATE SOURCE`: what its connector reads, and the shape of its rows as a table. Each
@@ -79,6 +82,18 @@ enum Command {
     Drop {
         kind: ObjectKind,
         name: String,
+        reply: Reply<()>,
+    },
+    PutPlainView {
+        name: String,
+        sql: String,
+        replace: bool,
+        reply: Reply<()>,
+    },
+    Rename {
+        old: String,
+        new: String,
+        rewrites: Vec<(String, String)>,
         reply: Reply<()>,
     },
     Insert {
@@ -226,6 +241,35 @@ impl EngineHandle {
             .await
     }
 
+    /// Stores a plain view's definition (`replace`: over the one of that name, keeping its
+    /// place in the catalog's order).
+    pub async fn put_plain_view(&self, name: String, sql: String, replace: bool) -> Result<()> {
+        self.request(|reply| Command::PutPlainView {
+            name,
+            sql,
+            replace,
+            reply,
+        })
+        .await
+    }
+
+    /// Renames a table, source or view; `rewrites` are the plain views that read it, with
+    /// their definitions naming the new name, changed in the same epoch.
+    pub async fn rename(
+        &self,
+        old: String,
+        new: String,
+        rewrites: Vec<(String, String)>,
+    ) -> Result<()> {
+        self.request(|reply| Command::Rename {
+            old,
+            new,
+            rewrites,
+            reply,
+        })
+        .await
+    }
+
     pub async fn insert(&self, table: String, batches: Vec<RecordBatch>) -> Result<u64> {
         self.request(|reply| Command::Insert {
             table,
@@ -338,6 +382,8 @@ struct Engine {
     tables: BTreeMap<String, (CatalogEntry, TableRuntime)>,
     views: BTreeMap<String, ViewRuntime>,
     sources: BTreeMap<String, (CatalogEntry, SourceDefinition)>,
+    /// Plain views' catalog entries.
+    plain_views: BTreeMap<String, CatalogEntry>,
     /// Running connectors, by the table or view they feed.
     feeds: BTreeMap<String, Feed>,
     /// Writes of the current epoch that no operator owns (catalog changes, dropped ranges).
@@ -378,6 +424,7 @@ impl Engine {
             tables: BTreeMap::new(),
             views: BTreeMap::new(),
             sources: BTreeMap::new(),
+            plain_views: BTreeMap::new(),
             feeds: BTreeMap::new(),
             epoch_writes: EpochBatch::default(),
             dirty: false,
@@ -522,6 +569,24 @@ impl Engine {
             }
             Command::Drop { kind, name, reply } => {
                 let result = self.drop_object(kind, &name);
+                self.ack_after_commit(reply, result);
+            }
+            Command::PutPlainView {
+                name,
+                sql,
+                replace,
+                reply,
+            } => {
+                let result = self.put_plain_view(name, sql, replace);
+                self.ack_after_commit(reply, result);
+            }
+            Command::Rename {
+                old,
+                new,
+                rewrites,
+                reply,
+            } => {
+                let result = self.rename(&old, &new, rewrites);
                 self.ack_after_commit(reply, result);
             }
             Command::Insert {

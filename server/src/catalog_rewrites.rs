@@ -1,0 +1,269 @@
+//! Forms of drivers' catalog queries DataFusion cannot take as Postgres does:
+//!
+//! - `typinput = 'pg_catalog.array_in'::regproc` (JDBC's type lookups): `pg_type`'s `regproc`
+//!   columns hold function names, so the name is compared as text.
+//! - `ARRAY(SELECT ...)` over what is always empty in Eddy (role memberships, storage and
+//!   connector options: psql's `\du`, `\d+`, `\d` of a foreign table) is an empty `text[]`;
+//!   `array_to_string(x.nspacl, ...)` of an ACL (always the default, NULL) is NULL.
+//! - Several select-list items with one name (`NULL, NULL, NULL` in JDBC's `getProcedures`):
+//!   Postgres allows it, DataFusion needs unique names; each repeat gets a name of its own
+//!   with a marker that the row description drops ([`client_name`]).
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions_mut, BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
+    Ident, Query, SelectItem, SetExpr, Statement, TableFactor, Value,
+};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+
+/// Where a name given here to keep select-list names unique begins its suffix.
+const NAME_MARK: char = '\u{1}';
+
+/// `pg_type`'s columns of type `regproc`.
+const REGPROC_COLUMNS: &[&str] = &[
+    "typinput",
+    "typoutput",
+    "typreceive",
+    "typsend",
+    "typmodin",
+    "typmodout",
+    "typanalyze",
+];
+
+pub(crate) fn apply(statement: &mut Statement) {
+    regproc_comparisons(statement);
+    empty_arrays(statement);
+    unique_output_names(statement);
+}
+
+/// The name a client sees for a result column named here.
+pub(crate) fn client_name(name: &str) -> Option<&str> {
+    name.find(NAME_MARK).map(|at| &name[..at])
+}
+
+fn column_name(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Identifier(ident) => Some(ident.value.to_ascii_lowercase()),
+        Expr::CompoundIdentifier(parts) => parts.last().map(|p| p.value.to_ascii_lowercase()),
+        _ => None,
+    }
+}
+
+/// The function name of `'name'::regproc`, or of the lookup the crate's rules rewrite it into,
+/// `(SELECT oid FROM pg_catalog.pg_proc WHERE proname = 'name')`.
+fn regproc_lookup(expr: &Expr) -> Option<String> {
+    let name = match expr {
+        Expr::Cast {
+            expr: operand,
+            data_type,
+            ..
+        } => {
+            let type_name = data_type.to_string().to_ascii_lowercase();
+            if type_name.trim_start_matches("pg_catalog.") != "regproc" {
+                return None;
+            }
+            match operand.as_ref() {
+                Expr::Value(value) => match &value.value {
+                    Value::SingleQuotedString(name) => name.clone(),
+                    _ => return None,
+                },
+                _ => return None,
+            }
+        }
+        Expr::Subquery(query) => {
+            let text = query.to_string();
+            let name = text
+                .strip_prefix("SELECT oid FROM pg_catalog.pg_proc WHERE proname = '")?
+                .strip_suffix('\'')?;
+            if name.contains('\'') {
+                return None;
+            }
+            name.to_string()
+        }
+        _ => return None,
+    };
+    Some(
+        name.strip_prefix("pg_catalog.")
+            .unwrap_or(&name)
+            .to_string(),
+    )
+}
+
+fn regproc_comparisons(statement: &mut Statement) {
+    let _ = visit_expressions_mut(statement, |expr| {
+        if let Expr::BinaryOp { left, op, right } = expr {
+            if matches!(op, BinaryOperator::Eq | BinaryOperator::NotEq) {
+                let is_regproc = |e: &Expr| {
+                    column_name(e).is_some_and(|name| REGPROC_COLUMNS.contains(&name.as_str()))
+                };
+                if is_regproc(left) {
+                    if let Some(name) = regproc_lookup(right) {
+                        **right = Expr::value(Value::SingleQuotedString(name));
+                    }
+                } else if is_regproc(right) {
+                    if let Some(name) = regproc_lookup(left) {
+                        **left = Expr::value(Value::SingleQuotedString(name));
+                    }
+                }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// Tables and table functions whose rows are always empty in Eddy.
+const EMPTY_SOURCES: &[&str] = &["pg_auth_members", "pg_options_to_table", "unnest"];
+
+/// Whether a query reads only [`EMPTY_SOURCES`] (`unnest` of an option array, always NULL).
+fn reads_nothing(query: &Query) -> bool {
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return false;
+    };
+    let mut factors = Vec::new();
+    for table in &select.from {
+        factors.push(&table.relation);
+        factors.extend(table.joins.iter().map(|j| &j.relation));
+    }
+    let first = factors.first().and_then(|factor| match factor {
+        TableFactor::Table { name, .. } => {
+            name.0.last().map(|n| n.to_string().to_ascii_lowercase())
+        }
+        TableFactor::Function { name, .. } => {
+            name.0.last().map(|n| n.to_string().to_ascii_lowercase())
+        }
+        _ => None,
+    });
+    first.is_some_and(|name| EMPTY_SOURCES.contains(&name.as_str()))
+}
+
+fn empty_arrays(statement: &mut Statement) {
+    let _ = visit_expressions_mut(statement, |expr| {
+        let Expr::Function(function) = expr else {
+            return ControlFlow::<()>::Continue(());
+        };
+        let name = function.name.to_string().to_ascii_lowercase();
+        let replacement = match (name.trim_start_matches("pg_catalog."), &function.args) {
+            ("array", FunctionArguments::Subquery(query)) if reads_nothing(query) => {
+                Some("CAST(make_array() AS TEXT[])")
+            }
+            ("array_to_string", FunctionArguments::List(list)) => {
+                let acl = list.args.first().is_some_and(|arg| {
+                    matches!(arg, FunctionArg::Unnamed(FunctionArgExpr::Expr(e))
+                        if column_name(e).is_some_and(|c| c.ends_with("acl")))
+                });
+                acl.then_some("CAST(NULL AS TEXT)")
+            }
+            _ => None,
+        };
+        if let Some(sql) = replacement {
+            if let Ok(parsed) = Parser::new(&PostgreSqlDialect {})
+                .try_with_sql(sql)
+                .and_then(|mut p| p.parse_expr())
+            {
+                *expr = parsed;
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// Postgres' name for an unnamed select-list item.
+fn postgres_name(expr: &Expr) -> String {
+    match expr {
+        Expr::Function(function) => function
+            .name
+            .0
+            .last()
+            .map(|n| n.to_string().to_ascii_lowercase())
+            .unwrap_or_else(|| "?column?".into()),
+        other => column_name(other).unwrap_or_else(|| "?column?".into()),
+    }
+}
+
+fn unique_output_names(statement: &mut Statement) {
+    let Statement::Query(query) = statement else {
+        return;
+    };
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return;
+    };
+    let mut seen: Vec<String> = Vec::new();
+    for (position, item) in select.projection.iter_mut().enumerate() {
+        let key = match item {
+            SelectItem::UnnamedExpr(expr) => expr.to_string(),
+            SelectItem::ExprWithAlias { alias, .. } => alias.value.to_ascii_lowercase(),
+            _ => continue,
+        };
+        if !seen.contains(&key) {
+            seen.push(key);
+            continue;
+        }
+        if let SelectItem::UnnamedExpr(expr) = item {
+            let alias = format!("{}{NAME_MARK}{position}", postgres_name(expr));
+            *item = SelectItem::ExprWithAlias {
+                expr: expr.clone(),
+                alias: Ident::with_quote('"', alias),
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+
+    fn rewritten(sql: &str) -> String {
+        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql)
+            .unwrap()
+            .remove(0);
+        apply(&mut statement);
+        statement.to_string()
+    }
+
+    #[test]
+    fn regproc_lookups_compared_with_regproc_columns_become_names() {
+        assert_eq!(
+            rewritten("SELECT typinput = (SELECT oid FROM pg_catalog.pg_proc WHERE proname = 'pg_catalog.array_in') AS is_array FROM pg_type"),
+            "SELECT typinput = 'array_in' AS is_array FROM pg_type"
+        );
+        assert_eq!(
+            rewritten(
+                "SELECT typname FROM pg_type WHERE typinput = 'pg_catalog.array_in'::regproc"
+            ),
+            "SELECT typname FROM pg_type WHERE typinput = 'array_in'"
+        );
+        // Another column keeps its OID lookup.
+        let other =
+            "SELECT oid = (SELECT oid FROM pg_catalog.pg_proc WHERE proname = 'f') FROM pg_proc";
+        assert_eq!(rewritten(other), other);
+    }
+
+    #[test]
+    fn arrays_of_what_is_always_empty() {
+        assert_eq!(
+            rewritten("SELECT ARRAY(SELECT b.rolname FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles b ON (m.roleid = b.oid) WHERE m.member = r.oid) AS memberof FROM pg_roles r"),
+            "SELECT CAST(make_array() AS TEXT[]) AS memberof FROM pg_roles r"
+        );
+        assert_eq!(
+            rewritten("SELECT pg_catalog.array_to_string(n.nspacl, E'\\n') FROM pg_namespace n"),
+            "SELECT CAST(NULL AS TEXT) FROM pg_namespace n"
+        );
+        let kept = "SELECT ARRAY(SELECT a FROM t) FROM u";
+        assert_eq!(rewritten(kept), kept);
+    }
+
+    #[test]
+    fn repeated_names_are_made_unique_and_shown_as_postgres_names() {
+        let sql = rewritten("SELECT NULL AS a, NULL, NULL, n.x, m.x, NULL FROM t");
+        assert_eq!(
+            sql,
+            "SELECT NULL AS a, NULL, NULL AS \"?column?\u{1}2\", n.x, m.x, NULL AS \"?column?\u{1}5\" FROM t"
+        );
+        assert_eq!(client_name("?column?\u{1}2"), Some("?column?"));
+        assert_eq!(client_name("plain"), None);
+    }
+}
