@@ -18,7 +18,7 @@ pub struct EddyArgs {
     #[arg(long)]
     pub eddy: Option<PathBuf>,
     /// Keep eddy's data directory and log here (default: a temporary directory).
-    #[arg(long = "eddy-dir")]
+    #[arg(long = "eddy-dir", id = "eddy_dir")]
     pub dir: Option<PathBuf>,
     /// Passed to eddy as --checkpoint-interval (e.g. 1s).
     #[arg(long)]
