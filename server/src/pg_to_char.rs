@@ -14,6 +14,10 @@ use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 
+/// The longest template accepted: each row's text is a few times its template's length, so a
+/// bound on the template bounds a batch's output.
+const MAX_TEMPLATE: usize = 4096;
+
 pub(crate) fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(ToChar {
         signature: Signature::any(2, Volatility::Immutable),
@@ -54,6 +58,14 @@ impl ScalarUDFImpl for ToChar {
         let templates = args.args[1].clone().into_array(rows)?;
         let templates = cast(&templates, &DataType::Utf8)?;
         let templates = templates.as_string::<i32>();
+        if let Some(long) = templates.iter().flatten().find(|t| t.len() > MAX_TEMPLATE) {
+            return Err(DataFusionError::External(Box::new(
+                crate::function_caps::ValueTooLarge(format!(
+                    "to_char's template is {} bytes, more than the {MAX_TEMPLATE} it accepts",
+                    long.len()
+                )),
+            )));
+        }
         let micros = cast(&values, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
         let micros = micros.as_primitive::<TimestampMicrosecondType>();
         // A constant template (the usual case) is read once.
