@@ -428,6 +428,7 @@ impl Database {
         let plan = state
             .statement_to_plan(DfStatement::Statement(Box::new(statement)))
             .await?;
+        let plan = crate::decimal_literals::rescale_exponent_literals(plan)?;
         let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(create)) = plan else {
             return Err(ServerError::not_supported("this form of CREATE TABLE"));
         };
@@ -565,6 +566,7 @@ impl Database {
         let plan = state
             .statement_to_plan(DfStatement::Statement(Box::new(statement.clone())))
             .await?;
+        let plan = crate::decimal_literals::rescale_exponent_literals(plan)?;
         Ok(match params {
             Some(params) => plan.with_param_values(params)?,
             None => plan,

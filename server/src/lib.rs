@@ -49,6 +49,7 @@ pub mod create_table_as;
 pub mod cursors;
 pub mod database;
 pub mod ddl;
+pub mod decimal_literals;
 pub mod demo;
 pub mod describe;
 pub mod error;

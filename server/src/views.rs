@@ -106,6 +106,7 @@ impl Database {
                 Box::new(query.clone()),
             ))))
             .await?;
+        let plan = crate::decimal_literals::rescale_exponent_literals(plan)?;
         let optimized = state.optimize(&plan)?;
         let stream = plan_stream(&optimized, self, emit_on_window_close);
         // DataFusion turns a DISTINCT aggregate into an aggregate of aggregates. That helps over
