@@ -26,6 +26,7 @@ pub mod cursor_statement;
 pub mod error;
 pub mod explain;
 pub mod flink_windows;
+pub mod index_statement;
 pub mod limits;
 pub mod names;
 pub mod pg_literals;

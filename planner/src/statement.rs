@@ -49,6 +49,8 @@ pub enum EddyStatement {
         columns: Vec<String>,
         query: Box<Query>,
     },
+    /// `CREATE INDEX name ON relation (columns) [INCLUDE (columns)]`.
+    CreateIndex(crate::index_statement::CreateIndexStatement),
     /// `ALTER TABLE | VIEW | MATERIALIZED VIEW | SOURCE name RENAME TO new_name`.
     Rename(crate::alter_statement::RenameStatement),
     Drop {
@@ -359,6 +361,9 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
                 query: view.query,
             })
         }
+        Statement::CreateIndex(create) => Ok(EddyStatement::CreateIndex(
+            crate::index_statement::create_index(&create)?,
+        )),
         Statement::Drop {
             object_type,
             if_exists,

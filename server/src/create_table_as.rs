@@ -73,7 +73,7 @@ impl Database {
         let plan = self
             .plan_statement(&Statement::Query(Box::new(query.clone())), None)
             .await?;
-        let frame = self.ctx.execute_logical_plan(plan).await?;
+        let frame = crate::query_memory::dataframe(&self.ctx, self.query_memory_limit(), plan)?;
         let schema = frame.schema().as_arrow().clone();
         let batches = frame.collect().await?;
         let sql = table_statement(name, &schema)?;

@@ -77,7 +77,7 @@ pub async fn execute<C: ClientInfo>(
                 let plan = db
                     .plan_statement(&Statement::Query(query.clone()), None)
                     .await?;
-                let frame = db.ctx.execute_logical_plan(plan).await?;
+                let frame = crate::query_memory::dataframe(&db.ctx, db.query_memory_limit(), plan)?;
                 let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
                 let stream = frame.execute_stream().await?;
                 let cursor = Cursor {

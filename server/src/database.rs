@@ -91,6 +91,8 @@ pub struct Database {
     pub(crate) window_tables: TableLookup,
     /// What each view (plain or materialized) reads, by the view's name.
     pub(crate) reads: RwLock<HashMap<String, Vec<String>>>,
+    /// The indexes of tables and views.
+    pub(crate) indexes: Arc<crate::indexes::IndexRegistry>,
     /// The memory one query may use (`--query-memory-limit`), shared with the checked
     /// functions.
     query_memory_limit: Arc<std::sync::atomic::AtomicUsize>,
@@ -148,6 +150,7 @@ impl Database {
             objects: RwLock::new(BTreeMap::new()),
             window_tables,
             reads: RwLock::new(HashMap::new()),
+            indexes: Arc::default(),
             query_memory_limit,
         });
         // Before the restore: stored statements may use the Postgres types it adds (JSONB).
@@ -226,6 +229,9 @@ impl Database {
                 self.engine.restore(entry, Restore::View(plan)).await?;
                 self.register_view(info, schema, id)?;
                 self.set_reads(&name, reads);
+            }
+            EddyStatement::CreateIndex(create) => {
+                self.restore_index(entry, &create).await?;
             }
             EddyStatement::CreateSource(mut def) => {
                 def.name = name;
@@ -338,6 +344,7 @@ impl Database {
                     .await
             }
             EddyStatement::Rename(rename) => self.rename(rename).await,
+            EddyStatement::CreateIndex(create) => self.create_index(create, &parsed.sql).await,
             EddyStatement::ExplainView(view) => self.explain_view(view).await,
             EddyStatement::Flush => {
                 self.engine.flush().await?;
@@ -512,12 +519,13 @@ impl Database {
     }
 
     pub(crate) fn register_table(&self, def: TableDef, id: TableId) -> Result<()> {
-        let provider: Arc<dyn TableProvider> = Arc::new(StoredTable::new(
-            self.store.clone(),
-            id,
-            def.schema.clone(),
-            TableType::Base,
-        )?);
+        let mut table =
+            StoredTable::new(self.store.clone(), id, def.schema.clone(), TableType::Base)?
+                .with_indexes(self.indexes.clone());
+        if let TableKey::PrimaryKey(columns) = &def.key {
+            table = table.with_key(def.key_fields(), columns.clone())?;
+        }
+        let provider: Arc<dyn TableProvider> = Arc::new(table);
         let name = def.name.clone();
         self.register_readable(&name, provider, Object::Table(def))
     }

@@ -98,6 +98,8 @@ impl Database {
         self.engine.drop_object(kind, name.to_string()).await?;
         self.deregister(name)?;
         self.forget_reads(name);
+        // The engine dropped the relation's indexes with it.
+        self.indexes.remove_relation(name);
         Ok(())
     }
 
@@ -108,6 +110,9 @@ impl Database {
         if_exists: bool,
         cascade: bool,
     ) -> Result<Outcome> {
+        if object_type == ObjectType::Index {
+            return self.drop_indexes(names, if_exists).await;
+        }
         let (tag, what) = match object_type {
             ObjectType::Table => ("DROP TABLE", "table"),
             ObjectType::MaterializedView => ("DROP MATERIALIZED VIEW", "materialized view"),
@@ -139,6 +144,7 @@ impl Database {
                     ObjectKind::MaterializedView => "DROP MATERIALIZED VIEW",
                     ObjectKind::Source => "DROP SOURCE",
                     ObjectKind::View => "DROP VIEW",
+                    ObjectKind::Index => "DROP INDEX",
                 };
                 return Err(ServerError::new(
                     "42809",

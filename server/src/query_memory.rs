@@ -25,9 +25,14 @@ pub fn bounded_state(ctx: &SessionContext, limit: usize) -> Result<SessionState>
     let runtime = RuntimeEnvBuilder::from_runtime_env(state.runtime_env())
         .with_memory_pool(Arc::new(GreedyMemoryPool::new(limit)))
         .build_arc()?;
-    Ok(SessionStateBuilder::new_from_existing(state)
+    let mut state = SessionStateBuilder::new_from_existing(state)
         .with_runtime_env(runtime)
-        .build())
+        .build();
+    // Every table the query reads is read from one snapshot.
+    state
+        .config_mut()
+        .set_extension(Arc::new(crate::provider::QuerySnapshot::default()));
+    Ok(state)
 }
 
 /// A query plan ready to run within `limit` bytes.

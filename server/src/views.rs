@@ -158,10 +158,13 @@ impl Database {
         let engine = self.engine.clone();
         let view = name.clone();
         let check = Arc::new(move || engine.view_failure(&view));
-        let provider = Arc::new(
-            StoredTable::new(self.store.clone(), id, schema, TableType::View)?
-                .with_failure_check(name.clone(), check),
-        );
+        let mut table = StoredTable::new(self.store.clone(), id, schema, TableType::View)?
+            .with_failure_check(name.clone(), check)
+            .with_indexes(self.indexes.clone());
+        if let Some(columns) = &info.key_columns {
+            table = table.with_key(info.key_fields.clone(), columns.clone())?;
+        }
+        let provider = Arc::new(table);
         self.register_readable(&name, provider, Object::View(info))
     }
 }

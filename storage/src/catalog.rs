@@ -15,6 +15,8 @@ pub enum ObjectKind {
     Source,
     /// A plain view: a stored query with no rows of its own, expanded where it is read.
     View,
+    /// A secondary index of a table or materialized view.
+    Index,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -42,6 +42,15 @@ impl EpochBatch {
         self.writes.is_empty()
     }
 
+    /// The writes to `table`: (row key, new value, or `None` for a delete), in key order.
+    pub fn table_writes(&self, table: TableId) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
+        let prefix = crate::keys::table_prefix(table);
+        self.writes
+            .range(prefix.to_vec()..)
+            .take_while(move |(key, _)| key.starts_with(&prefix))
+            .map(|(key, value)| (&key[4..], value.as_deref()))
+    }
+
     pub fn into_writes(self) -> impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)> {
         self.writes.into_iter()
     }

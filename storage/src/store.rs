@@ -2,9 +2,10 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 use crate::keys::{table_prefix, TableId};
+use crate::snapshot::{KeyRange, Snapshot, Versions};
 use crate::{EpochBatch, Result};
 
 /// An ordered key-value store with atomic, durable epoch commits. Readers see whole epochs:
@@ -17,6 +18,26 @@ pub trait Store: Send + Sync {
     fn commit(&self, batch: EpochBatch) -> Result<()>;
     /// Bytes the store takes on disk (0 for an in-memory store).
     fn size_on_disk(&self) -> u64;
+    /// The store as of its last commit, for reads that must see one epoch throughout.
+    fn snapshot(&self) -> Snapshot;
+    /// Up to `limit` rows of `table` within `range`, as `snapshot` saw them, in key order; row
+    /// keys exclude the table prefix. The next rows start after the last key returned.
+    fn read_range(
+        &self,
+        snapshot: &Snapshot,
+        table: TableId,
+        range: &KeyRange,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// The values of `keys` (row keys of `table`) as `snapshot` saw them.
+    fn read_keys(
+        &self,
+        snapshot: &Snapshot,
+        table: TableId,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<Vec<u8>>>>;
+    /// Bytes of old values kept for open snapshots.
+    fn snapshot_bytes(&self) -> usize;
 }
 
 /// sled's page cache, by default.
@@ -36,9 +57,8 @@ pub struct SledStore {
     tree: sled::Tree,
     /// Holds the last epoch's redo record under [`REDO_KEY`].
     redo: sled::Tree,
-    // A concurrent range scan could observe part of an epoch being applied: the lock keeps
-    // reads to whole epochs.
-    epoch_lock: RwLock<()>,
+    /// Keeps reads to whole epochs, and old values for open snapshots.
+    versions: Arc<Versions>,
 }
 
 const REDO_KEY: &[u8] = b"last-epoch";
@@ -65,7 +85,7 @@ impl SledStore {
             db,
             tree,
             redo,
-            epoch_lock: RwLock::new(()),
+            versions: Arc::default(),
         };
         if let Some(record) = store.redo.get(REDO_KEY)? {
             // The last epoch may have been committed but not wholly applied.
@@ -76,25 +96,28 @@ impl SledStore {
     }
 
     fn apply(&self, batch: EpochBatch) -> Result<()> {
-        let _guard = self.epoch_lock.write().unwrap_or_else(|e| e.into_inner());
+        let mut versions = self.versions.write();
+        let commit = self.versions.begin_commit(&versions);
         for (key, value) in batch.into_writes() {
-            match value {
-                Some(value) => self.tree.insert(key, value)?,
-                None => self.tree.remove(key)?,
+            let old = match value {
+                Some(value) => self.tree.insert(&key, value)?,
+                None => self.tree.remove(&key)?,
             };
+            versions.record(&commit, &key, old.map(|old| old.to_vec()));
         }
+        versions.finish(commit);
         Ok(())
     }
 }
 
 impl Store for SledStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let _guard = self.epoch_lock.read().unwrap_or_else(|e| e.into_inner());
+        let _guard = self.versions.read();
         Ok(self.tree.get(key)?.map(|v| v.to_vec()))
     }
 
     fn scan_table(&self, table: TableId) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let _guard = self.epoch_lock.read().unwrap_or_else(|e| e.into_inner());
+        let _guard = self.versions.read();
         self.tree
             .scan_prefix(table_prefix(table))
             .map(|entry| {
@@ -117,12 +140,63 @@ impl Store for SledStore {
     fn size_on_disk(&self) -> u64 {
         self.db.size_on_disk().unwrap_or(0)
     }
+
+    fn snapshot(&self) -> Snapshot {
+        self.versions.snapshot()
+    }
+
+    fn read_range(
+        &self,
+        snapshot: &Snapshot,
+        table: TableId,
+        range: &KeyRange,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let versions = self.versions.read();
+        let bounds = range.in_table(table);
+        let current = self.tree.range(bounds.clone()).map(|entry| {
+            let (key, value) = entry?;
+            Ok((key.to_vec(), value.to_vec()))
+        });
+        let rows = versions.read_range(snapshot, bounds, current, limit)?;
+        Ok(strip_prefix(rows))
+    }
+
+    fn read_keys(
+        &self,
+        snapshot: &Snapshot,
+        table: TableId,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        let versions = self.versions.read();
+        keys.iter()
+            .map(|key| {
+                let key = crate::keys::table_key(table, key);
+                let current = self.tree.get(&key)?.map(|v| v.to_vec());
+                Ok(versions.value_at(snapshot, &key, current))
+            })
+            .collect()
+    }
+
+    fn snapshot_bytes(&self) -> usize {
+        self.versions.kept_bytes()
+    }
+}
+
+fn strip_prefix(rows: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    rows.into_iter()
+        .map(|(mut key, value)| {
+            key.drain(..4);
+            (key, value)
+        })
+        .collect()
 }
 
 /// An in-memory store for unit tests.
 #[derive(Default)]
 pub struct MemStore {
     map: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
+    versions: Arc<Versions>,
 }
 
 impl Store for MemStore {
@@ -146,18 +220,64 @@ impl Store for MemStore {
     }
 
     fn commit(&self, batch: EpochBatch) -> Result<()> {
+        let mut versions = self.versions.write();
+        let commit = self.versions.begin_commit(&versions);
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         for (key, value) in batch.into_writes() {
-            match value {
-                Some(value) => map.insert(key, value),
+            let old = match value {
+                Some(value) => map.insert(key.clone(), value),
                 None => map.remove(&key),
             };
+            versions.record(&commit, &key, old);
         }
+        versions.finish(commit);
         Ok(())
     }
 
     fn size_on_disk(&self) -> u64 {
         0
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        self.versions.snapshot()
+    }
+
+    fn read_range(
+        &self,
+        snapshot: &Snapshot,
+        table: TableId,
+        range: &KeyRange,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let versions = self.versions.read();
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let bounds = range.in_table(table);
+        let current = map
+            .range(bounds.clone())
+            .map(|(k, v)| Ok((k.clone(), v.clone())));
+        let rows = versions.read_range(snapshot, bounds, current, limit)?;
+        Ok(strip_prefix(rows))
+    }
+
+    fn read_keys(
+        &self,
+        snapshot: &Snapshot,
+        table: TableId,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        let versions = self.versions.read();
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(keys
+            .iter()
+            .map(|key| {
+                let key = crate::keys::table_key(table, key);
+                versions.value_at(snapshot, &key, map.get(&key).cloned())
+            })
+            .collect())
+    }
+
+    fn snapshot_bytes(&self) -> usize {
+        self.versions.kept_bytes()
     }
 }
 

@@ -31,6 +31,7 @@ impl Engine {
         let views = std::mem::take(&mut self.views);
         let sources = std::mem::take(&mut self.sources);
         let plain_views = std::mem::take(&mut self.plain_views);
+        let indexes = std::mem::take(&mut self.indexes);
         let mut entries: Vec<(CatalogEntry, Restore)> = tables
             .into_values()
             .map(|(entry, table)| {
@@ -52,6 +53,14 @@ impl Engine {
                     .into_values()
                     .map(|entry| (entry, Restore::PlainView)),
             )
+            .chain(indexes.into_values().map(|index| {
+                let object = Restore::Index {
+                    relation: index.relation,
+                    columns: index.columns,
+                    include: index.include,
+                };
+                (index.entry, object)
+            }))
             .collect();
         // An object created in the abandoned epoch was never committed: it goes with it (a view
         // whose backfill panicked must not come back and fail every later write to its inputs).
@@ -90,6 +99,11 @@ impl Engine {
             Restore::PlainView => {
                 self.plain_views.insert(entry.name.clone(), entry);
             }
+            Restore::Index {
+                relation,
+                columns,
+                include,
+            } => self.restore_index(entry, relation, columns, include)?,
             Restore::View(plan) => {
                 let graph = Some(Graph::build(
                     &plan,
@@ -134,6 +148,7 @@ impl Engine {
             || self.views.contains_key(name)
             || self.sources.contains_key(name)
             || self.plain_views.contains_key(name)
+            || self.indexes.contains_key(name)
     }
     pub(super) fn new_entry(
         &mut self,
@@ -271,6 +286,12 @@ impl Engine {
         if kind != ObjectKind::View && self.plain_views.contains_key(name) {
             return Err(wrong_kind("view", "DROP VIEW"));
         }
+        if kind != ObjectKind::Index && self.indexes.contains_key(name) {
+            return Err(wrong_kind("index", "DROP INDEX"));
+        }
+        if kind == ObjectKind::Index {
+            return self.drop_index(name);
+        }
         if kind == ObjectKind::View {
             let entry = self.plain_views.remove(name).ok_or_else(|| {
                 ExecError::UndefinedObject(format!("view \"{name}\" does not exist"))
@@ -289,6 +310,7 @@ impl Engine {
                 ObjectKind::Source => "source",
                 ObjectKind::MaterializedView => "materialized view",
                 ObjectKind::View => "view",
+                ObjectKind::Index => "index",
             };
             return Err(ExecError::DependentObjects(format!(
                 "cannot drop {what} \"{name}\" because materialized view {} depends on it",
@@ -309,9 +331,9 @@ impl Engine {
                 })?;
                 entry
             }
-            ObjectKind::View => {
+            ObjectKind::View | ObjectKind::Index => {
                 return Err(ExecError::Internal(
-                    "a plain view reached the drop of stored objects".into(),
+                    "a plain view or an index reached the drop of stored objects".into(),
                 ))
             }
             ObjectKind::MaterializedView => {
@@ -334,6 +356,7 @@ impl Engine {
             feed.stop();
             feed.forget(&mut self.epoch_writes);
         }
+        self.drop_indexes_of(name)?;
         // The object's late rows go with it, so a new object of that name starts clean.
         for (key, value) in self.store.scan_table(LATE_ROWS_TABLE)? {
             let late: Option<crate::table::LateRow> = serde_json::from_slice(&value).ok();

@@ -25,6 +25,7 @@ use crate::graph::Graph;
 use crate::stats::{CommitObserver, CommitReport, EngineStats, TableStats, ViewStats};
 use crate::table::TableRuntime;
 mod catalog;
+mod indexes;
 mod panic_note;
 mod plain_views;
 mod sources;
@@ -46,6 +47,12 @@ pub enum Restore {
     View(StreamPlan),
     /// A plain view: only its catalog entry (the server plans its query).
     PlainView,
+    /// An index of `relation` on these columns, including those.
+    Index {
+        relation: String,
+        columns: Vec<usize>,
+        include: Vec<usize>,
+    },
 }
 
 /// A `CREATE SOURCE`: what its connector reads, and the shape of its rows as a table. Each
@@ -89,6 +96,14 @@ enum Command {
         sql: String,
         replace: bool,
         reply: Reply<()>,
+    },
+    CreateIndex {
+        name: String,
+        sql: String,
+        relation: String,
+        columns: Vec<usize>,
+        include: Vec<usize>,
+        reply: Reply<TableId>,
     },
     Rename {
         old: String,
@@ -243,6 +258,27 @@ impl EngineHandle {
 
     /// Stores a plain view's definition (`replace`: over the one of that name, keeping its
     /// place in the catalog's order).
+    /// Creates index `name` on `relation`'s `columns` (positions in its rows), including
+    /// `include`; answers the table id its entries are kept in.
+    pub async fn create_index(
+        &self,
+        name: String,
+        sql: String,
+        relation: String,
+        columns: Vec<usize>,
+        include: Vec<usize>,
+    ) -> Result<TableId> {
+        self.request(|reply| Command::CreateIndex {
+            name,
+            sql,
+            relation,
+            columns,
+            include,
+            reply,
+        })
+        .await
+    }
+
     pub async fn put_plain_view(&self, name: String, sql: String, replace: bool) -> Result<()> {
         self.request(|reply| Command::PutPlainView {
             name,
@@ -384,6 +420,7 @@ struct Engine {
     sources: BTreeMap<String, (CatalogEntry, SourceDefinition)>,
     /// Plain views' catalog entries.
     plain_views: BTreeMap<String, CatalogEntry>,
+    indexes: BTreeMap<String, indexes::IndexRuntime>,
     /// Running connectors, by the table or view they feed.
     feeds: BTreeMap<String, Feed>,
     /// Writes of the current epoch that no operator owns (catalog changes, dropped ranges).
@@ -425,6 +462,7 @@ impl Engine {
             views: BTreeMap::new(),
             sources: BTreeMap::new(),
             plain_views: BTreeMap::new(),
+            indexes: BTreeMap::new(),
             feeds: BTreeMap::new(),
             epoch_writes: EpochBatch::default(),
             dirty: false,
@@ -578,6 +616,17 @@ impl Engine {
                 reply,
             } => {
                 let result = self.put_plain_view(name, sql, replace);
+                self.ack_after_commit(reply, result);
+            }
+            Command::CreateIndex {
+                name,
+                sql,
+                relation,
+                columns,
+                include,
+                reply,
+            } => {
+                let result = self.create_index(name, sql, relation, columns, include);
                 self.ack_after_commit(reply, result);
             }
             Command::Rename {
@@ -795,6 +844,7 @@ impl Engine {
             COUNTERS,
             serde_json::to_vec(&counters).map_err(eddy_storage::StorageError::from)?,
         );
+        self.maintain_indexes(&mut batch)?;
         let (bytes, writes) = (batch.bytes() as u64, batch.len() as u64);
         self.store.commit(batch)?;
         self.counters = counters;

@@ -71,6 +71,13 @@ impl Engine {
                 readers.join(", ")
             )));
         }
+        let indexes = self.indexes_of(old);
+        if !indexes.is_empty() {
+            return Err(ExecError::NotSupported(format!(
+                "cannot rename \"{old}\": index {} is on it (drop the index, rename, and create it again)",
+                indexes.join(", ")
+            )));
+        }
         let fed = self.feeds.contains_key(old)
             || self.views.get(old).is_some_and(|v| !v.readers.is_empty());
         if fed {
