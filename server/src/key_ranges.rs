@@ -428,7 +428,7 @@ mod tests {
             col("a").eq(lit(1i64)).or(col("b").eq(lit("x"))),
         ] {
             assert!(
-                key_ranges(&[filter.clone()], &schema, &layout).is_none(),
+                key_ranges(std::slice::from_ref(&filter), &schema, &layout).is_none(),
                 "{filter}"
             );
         }

@@ -122,12 +122,15 @@ pub(crate) struct Versions {
     open: Mutex<BTreeMap<u64, usize>>,
 }
 
+/// The commit that replaced a value, and the value before it (`None`: the key was absent).
+type OldValue = (u64, Option<Vec<u8>>);
+
 #[derive(Default)]
 pub(crate) struct VersionState {
     /// Commits applied so far.
     committed: u64,
     /// Per full key: (the commit that changed it, its value before that commit), oldest first.
-    before: BTreeMap<Vec<u8>, Vec<(u64, Option<Vec<u8>>)>>,
+    before: BTreeMap<Vec<u8>, Vec<OldValue>>,
     /// The keys each commit changed, for dropping old values.
     changed: BTreeMap<u64, Vec<Vec<u8>>>,
     /// Bytes of the old values kept.
