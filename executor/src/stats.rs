@@ -68,6 +68,8 @@ pub struct EngineStats {
     pub sources: Vec<SourceStats>,
     pub progress: Vec<SourceProgressStats>,
     pub store_bytes: u64,
+    /// Bytes of replaced values kept for queries still reading an older snapshot.
+    pub snapshot_bytes: u64,
 }
 
 #[derive(Debug, Clone, Default)]

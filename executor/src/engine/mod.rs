@@ -1025,6 +1025,7 @@ impl Engine {
                 .collect(),
             progress: self.source_progress(),
             store_bytes: self.store.size_on_disk(),
+            snapshot_bytes: self.store.snapshot_bytes() as u64,
         };
         *self.stats.write().unwrap_or_else(|e| e.into_inner()) = stats;
     }

@@ -43,6 +43,7 @@ struct Families {
     join_evicted: IntCounterVec,
     committed_epoch: IntGauge,
     store_bytes: IntGauge,
+    snapshot_bytes: IntGauge,
 }
 
 fn opts(name: &str, help: &str) -> Opts {
@@ -166,6 +167,10 @@ impl Families {
             )?,
             committed_epoch: IntGauge::new("eddy_committed_epoch", "The last committed epoch")?,
             store_bytes: IntGauge::new("eddy_store_size_bytes", "Bytes the store takes on disk")?,
+            snapshot_bytes: IntGauge::new(
+                "eddy_snapshot_retained_bytes",
+                "Bytes of replaced values kept for queries still reading an older snapshot",
+            )?,
         })
     }
 
@@ -198,6 +203,7 @@ impl Families {
             &self.join_evicted,
             &self.committed_epoch,
             &self.store_bytes,
+            &self.snapshot_bytes,
         ]
     }
 
@@ -301,6 +307,7 @@ impl Families {
         }
         self.committed_epoch.set(stats.epoch as i64);
         self.store_bytes.set(stats.store_bytes as i64);
+        self.snapshot_bytes.set(stats.snapshot_bytes as i64);
     }
 }
 
