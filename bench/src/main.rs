@@ -10,6 +10,8 @@
 //! - `bounded`: an hour of event time through TUMBLE and SESSION views; state and RSS over time.
 //! - `nexmark-files`: the generator's person, auction and bid events as JSON-lines files.
 //! - `recovery`: kill -9 with 250 MB to 1 GB kept, restart: time to accept and to catch up.
+//! - `serve`: point lookups, range queries and full scans on 10 M-row views, alone and from
+//!   64 clients during ingestion.
 //!
 //! `cargo run --release -p eddy-bench -- nexmark --query q7 --input file --path bids.jsonl`
 
@@ -23,6 +25,8 @@ mod nexmark_files;
 mod process;
 mod queries;
 mod recovery;
+mod serve;
+mod serve_mix;
 mod startup;
 
 use anyhow::Result;
@@ -53,6 +57,8 @@ enum Command {
     NexmarkFiles(nexmark_files::NexmarkFilesArgs),
     /// Views holding 250 MB to 1 GB, kill -9, restart: time to accept and to catch up.
     Recovery(recovery::RecoveryArgs),
+    /// Views read like tables: lookups, ranges, scans, 64 clients during ingestion.
+    Serve(serve::ServeArgs),
 }
 
 #[tokio::main]
@@ -66,5 +72,6 @@ async fn main() -> Result<()> {
         Command::Startup(args) => startup::run(args).await,
         Command::NexmarkFiles(args) => nexmark_files::run(args),
         Command::Recovery(args) => recovery::run(args).await,
+        Command::Serve(args) => serve::run(args).await,
     }
 }
