@@ -42,8 +42,25 @@ impl Planner<'_> {
                 source_name,
             }
         };
-        // Filters a provider accepted are the scan's own: they still apply to every row.
-        match scan.filters.iter().cloned().reduce(Expr::and) {
+        // Filters a provider took exactly are the scan's own: they still apply to every row.
+        // Those it took inexactly are also kept in a Filter above the scan.
+        let refs: Vec<&Expr> = scan.filters.iter().collect();
+        let exact: Vec<Expr> = match provider.supports_filters_pushdown(&refs) {
+            Ok(kinds) => scan
+                .filters
+                .iter()
+                .zip(kinds)
+                .filter(|(_, kind)| {
+                    matches!(
+                        kind,
+                        datafusion::logical_expr::TableProviderFilterPushDown::Exact
+                    )
+                })
+                .map(|(filter, _)| filter.clone())
+                .collect(),
+            Err(_) => scan.filters.clone(),
+        };
+        match exact.into_iter().reduce(Expr::and) {
             Some(predicate) => {
                 let predicate = self.physical(&predicate, &scan.projected_schema)?;
                 Ok(self.filter_rows(planned, predicate, &scan.projected_schema))
