@@ -8,6 +8,10 @@
 //! - Several select-list items with one name (`NULL, NULL, NULL` in JDBC's `getProcedures`):
 //!   Postgres allows it, DataFusion needs unique names; each repeat gets a name of its own
 //!   with a marker that the row description drops ([`client_name`]).
+//! - `pg_index`'s `int2vector`/`oidvector` columns (`indkey`, `indclass`, `indcollation`,
+//!   `indoption`) are arrays here, so that `unnest` and `ANY` take them; read whole in the
+//!   outermost select list (SQLAlchemy's index reflection splits the text), they are sent in
+//!   Postgres' text form, numbers separated by spaces.
 //! - `EXISTS (SELECT ... WHERE ...)` in a select list (psql's `\d` of an index): DataFusion
 //!   takes subqueries there only as scalars, so it becomes `(SELECT count(*) ... WHERE ...) > 0`.
 
@@ -39,6 +43,46 @@ pub(crate) fn apply(statement: &mut Statement) {
     empty_arrays(statement);
     unique_output_names(statement);
     exists_in_select_list(statement);
+    vectors_as_text(statement);
+}
+
+/// `pg_index`'s columns of Postgres' vector types.
+const VECTOR_COLUMNS: &[&str] = &["indkey", "indclass", "indcollation", "indoption"];
+
+fn vectors_as_text(statement: &mut Statement) {
+    let Statement::Query(query) = statement else {
+        return;
+    };
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return;
+    };
+    let reads_pg_index = select.from.iter().any(|table| {
+        std::iter::once(&table.relation)
+            .chain(table.joins.iter().map(|j| &j.relation))
+            .any(|factor| {
+                matches!(factor, TableFactor::Table { name, .. }
+                    if name.0.last().is_some_and(|n| n.to_string().eq_ignore_ascii_case("pg_index")))
+            })
+    });
+    if !reads_pg_index {
+        return;
+    }
+    for item in select.projection.iter_mut() {
+        let (expr, alias) = match item {
+            SelectItem::UnnamedExpr(expr) => match column_name(expr) {
+                Some(name) => (expr.clone(), Ident::new(name)),
+                None => continue,
+            },
+            SelectItem::ExprWithAlias { expr, alias } => (expr.clone(), alias.clone()),
+            _ => continue,
+        };
+        if !column_name(&expr).is_some_and(|name| VECTOR_COLUMNS.contains(&name.as_str())) {
+            continue;
+        }
+        if let Some(text) = parse(&format!("array_to_string({expr}, ' ')")) {
+            *item = SelectItem::ExprWithAlias { expr: text, alias };
+        }
+    }
 }
 
 /// The name a client sees for a result column named here.
@@ -315,6 +359,19 @@ mod tests {
         );
         let kept = "SELECT ARRAY(SELECT a FROM t) FROM u";
         assert_eq!(rewritten(kept), kept);
+    }
+
+    #[test]
+    fn vectors_read_whole_are_their_text() {
+        assert_eq!(
+            rewritten("SELECT pg_catalog.pg_index.indoption, i.indkey AS k, indclass[1] FROM pg_index i"),
+            "SELECT array_to_string(pg_catalog.pg_index.indoption, ' ') AS indoption, array_to_string(i.indkey, ' ') AS k, indclass[1] FROM pg_index i"
+        );
+        let inner = "SELECT t.o[1] FROM (SELECT i.indoption AS o FROM pg_index i) AS t";
+        assert_eq!(rewritten(inner), inner);
+        // A column of that name elsewhere is left alone.
+        let other = "SELECT indkey FROM mine";
+        assert_eq!(rewritten(other), other);
     }
 
     #[test]
