@@ -378,11 +378,11 @@ mod tests {
     fn exists_in_a_select_list_is_a_count() {
         assert_eq!(
             rewritten("SELECT (NOT i.indimmediate) AND EXISTS (SELECT 1 FROM c WHERE c.x = i.x AND c.d) AS d, NOT EXISTS (SELECT 1 FROM c) FROM i"),
-            "SELECT (NOT i.indimmediate) AND ((SELECT count(*) FROM c WHERE c.x = i.x AND c.d) > 0) AS d, NOT ((SELECT count(*) FROM c) > 0) FROM i"
+            "SELECT (NOT i.indimmediate) AND ((SELECT count(*) FROM c WHERE c.x = i.x AND c.d) > 0) AS d, ((SELECT count(*) FROM c) = 0) FROM i"
         );
         assert_eq!(
             rewritten("SELECT NOT EXISTS (SELECT 1 FROM c) AS n FROM i"),
-            "SELECT NOT ((SELECT count(*) FROM c) > 0) AS n FROM i"
+            "SELECT ((SELECT count(*) FROM c) = 0) AS n FROM i"
         );
         // In a WHERE clause, and with a LIMIT, it stays.
         let kept = "SELECT a FROM i WHERE EXISTS (SELECT 1 FROM c WHERE c.x = i.x)";
