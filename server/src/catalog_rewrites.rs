@@ -8,12 +8,18 @@
 //! - Several select-list items with one name (`NULL, NULL, NULL` in JDBC's `getProcedures`):
 //!   Postgres allows it, DataFusion needs unique names; each repeat gets a name of its own
 //!   with a marker that the row description drops ([`client_name`]).
+//! - `pg_index`'s `int2vector`/`oidvector` columns (`indkey`, `indclass`, `indcollation`,
+//!   `indoption`) are arrays here, so that `unnest` and `ANY` take them; read whole in the
+//!   outermost select list (SQLAlchemy's index reflection splits the text), they are sent in
+//!   Postgres' text form, numbers separated by spaces.
+//! - `EXISTS (SELECT ... WHERE ...)` in a select list (psql's `\d` of an index): DataFusion
+//!   takes subqueries there only as scalars, so it becomes `(SELECT count(*) ... WHERE ...) > 0`.
 
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
-    Ident, Query, SelectItem, SetExpr, Statement, TableFactor, Value,
+    GroupByExpr, Ident, Query, SelectItem, SetExpr, Statement, TableFactor, Value,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -36,6 +42,47 @@ pub(crate) fn apply(statement: &mut Statement) {
     regproc_comparisons(statement);
     empty_arrays(statement);
     unique_output_names(statement);
+    exists_in_select_list(statement);
+    vectors_as_text(statement);
+}
+
+/// `pg_index`'s columns of Postgres' vector types.
+const VECTOR_COLUMNS: &[&str] = &["indkey", "indclass", "indcollation", "indoption"];
+
+fn vectors_as_text(statement: &mut Statement) {
+    let Statement::Query(query) = statement else {
+        return;
+    };
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return;
+    };
+    let reads_pg_index = select.from.iter().any(|table| {
+        std::iter::once(&table.relation)
+            .chain(table.joins.iter().map(|j| &j.relation))
+            .any(|factor| {
+                matches!(factor, TableFactor::Table { name, .. }
+                    if name.0.last().is_some_and(|n| n.to_string().eq_ignore_ascii_case("pg_index")))
+            })
+    });
+    if !reads_pg_index {
+        return;
+    }
+    for item in select.projection.iter_mut() {
+        let (expr, alias) = match item {
+            SelectItem::UnnamedExpr(expr) => match column_name(expr) {
+                Some(name) => (expr.clone(), Ident::new(name)),
+                None => continue,
+            },
+            SelectItem::ExprWithAlias { expr, alias } => (expr.clone(), alias.clone()),
+            _ => continue,
+        };
+        if !column_name(&expr).is_some_and(|name| VECTOR_COLUMNS.contains(&name.as_str())) {
+            continue;
+        }
+        if let Some(text) = parse(&format!("array_to_string({expr}, ' ')")) {
+            *item = SelectItem::ExprWithAlias { expr: text, alias };
+        }
+    }
 }
 
 /// The name a client sees for a result column named here.
@@ -210,6 +257,64 @@ fn unique_output_names(statement: &mut Statement) {
     }
 }
 
+fn exists_in_select_list(statement: &mut Statement) {
+    let Statement::Query(query) = statement else {
+        return;
+    };
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return;
+    };
+    for item in select.projection.iter_mut() {
+        match item {
+            SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } => {
+                exists_as_count(expr)
+            }
+            _ => {}
+        }
+    }
+}
+
+fn parse(sql: &str) -> Option<Expr> {
+    Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(sql)
+        .and_then(|mut p| p.parse_expr())
+        .ok()
+}
+
+/// `EXISTS (q)` as `(q counted) > 0` in a select-list expression (not within its subqueries,
+/// where DataFusion takes `EXISTS`).
+fn exists_as_count(expr: &mut Expr) {
+    match expr {
+        Expr::BinaryOp { left, right, .. } => {
+            exists_as_count(left);
+            exists_as_count(right);
+        }
+        Expr::UnaryOp { expr, .. } | Expr::Nested(expr) => exists_as_count(expr),
+        Expr::Exists { subquery, negated } => {
+            let countable = subquery.order_by.is_none()
+                && subquery.limit_clause.is_none()
+                && subquery.fetch.is_none()
+                && matches!(subquery.body.as_ref(), SetExpr::Select(select)
+                    if select.distinct.is_none() && select.having.is_none()
+                        && matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty()));
+            if !countable {
+                return;
+            }
+            let mut counted = subquery.as_ref().clone();
+            if let (SetExpr::Select(select), Some(count)) =
+                (counted.body.as_mut(), parse("count(*)"))
+            {
+                select.projection = vec![SelectItem::UnnamedExpr(count)];
+            }
+            let sql = format!("({counted}) {} 0", if *negated { "=" } else { ">" });
+            if let Some(parsed) = parse(&sql) {
+                *expr = Expr::Nested(Box::new(parsed));
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,6 +359,36 @@ mod tests {
         );
         let kept = "SELECT ARRAY(SELECT a FROM t) FROM u";
         assert_eq!(rewritten(kept), kept);
+    }
+
+    #[test]
+    fn vectors_read_whole_are_their_text() {
+        assert_eq!(
+            rewritten("SELECT pg_catalog.pg_index.indoption, i.indkey AS k, indclass[1] FROM pg_index i"),
+            "SELECT array_to_string(pg_catalog.pg_index.indoption, ' ') AS indoption, array_to_string(i.indkey, ' ') AS k, indclass[1] FROM pg_index i"
+        );
+        let inner = "SELECT t.o[1] FROM (SELECT i.indoption AS o FROM pg_index i) AS t";
+        assert_eq!(rewritten(inner), inner);
+        // A column of that name elsewhere is left alone.
+        let other = "SELECT indkey FROM mine";
+        assert_eq!(rewritten(other), other);
+    }
+
+    #[test]
+    fn exists_in_a_select_list_is_a_count() {
+        assert_eq!(
+            rewritten("SELECT (NOT i.indimmediate) AND EXISTS (SELECT 1 FROM c WHERE c.x = i.x AND c.d) AS d, NOT EXISTS (SELECT 1 FROM c) FROM i"),
+            "SELECT (NOT i.indimmediate) AND ((SELECT count(*) FROM c WHERE c.x = i.x AND c.d) > 0) AS d, ((SELECT count(*) FROM c) = 0) FROM i"
+        );
+        assert_eq!(
+            rewritten("SELECT NOT EXISTS (SELECT 1 FROM c) AS n FROM i"),
+            "SELECT ((SELECT count(*) FROM c) = 0) AS n FROM i"
+        );
+        // In a WHERE clause, and with a LIMIT, it stays.
+        let kept = "SELECT a FROM i WHERE EXISTS (SELECT 1 FROM c WHERE c.x = i.x)";
+        assert_eq!(rewritten(kept), kept);
+        let limited = "SELECT EXISTS (SELECT 1 FROM c LIMIT 1) FROM i";
+        assert_eq!(rewritten(limited), limited);
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub struct ServedIndex {
     pub relation: String,
     pub columns: Vec<String>,
     pub include: Vec<String>,
+    /// The schema of the relation's stored rows, which `def`'s positions are in.
+    pub schema: datafusion::arrow::datatypes::SchemaRef,
     /// The `CREATE INDEX` as the user wrote it.
     pub sql: String,
     pub def: Arc<IndexDef>,
@@ -151,13 +153,20 @@ impl Database {
         indexed: Indexed,
     ) -> Result<()> {
         let base = self.stored_table_id(&create.relation)?;
-        let def = IndexDef::new(id, base, indexed.schema, indexed.columns, indexed.include)
-            .map_err(|e| ServerError::internal(e.to_string()))?;
+        let def = IndexDef::new(
+            id,
+            base,
+            indexed.schema.clone(),
+            indexed.columns,
+            indexed.include,
+        )
+        .map_err(|e| ServerError::internal(e.to_string()))?;
         self.indexes.insert(ServedIndex {
             name: create.name.clone(),
             relation: create.relation.clone(),
             columns: create.columns.clone(),
             include: create.include.clone(),
+            schema: indexed.schema,
             sql: sql.to_string(),
             def: Arc::new(def),
         });

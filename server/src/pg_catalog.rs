@@ -27,7 +27,7 @@ use datafusion_pg_catalog::setup_pg_catalog;
 use crate::database::{Database, Object, DATABASE, SCHEMA};
 use crate::error::ServerError;
 use crate::information_schema::InformationSchema;
-use crate::pg_keys::PrimaryKey;
+use crate::pg_keys::{IndexRelation, PrimaryKey};
 use eddy_executor::TableKey;
 
 /// Relations of the last `pg_class` read by OID, as (schema, name): what
@@ -167,12 +167,19 @@ impl std::fmt::Debug for EddyPgCatalog {
 #[async_trait]
 impl SchemaProvider for EddyPgCatalog {
     fn table_names(&self) -> Vec<String> {
-        self.inner.table_names()
+        let mut names = self.inner.table_names();
+        names.extend(EDDYS_TABLES.iter().map(|name| name.to_string()));
+        names
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
         if name.eq_ignore_ascii_case("pg_stat_activity") {
             return Ok(Some(Arc::new(crate::activity::ActivityTable)));
+        }
+        if name.eq_ignore_ascii_case("pg_indexes") {
+            return Ok(Some(Arc::new(crate::pg_indexes::IndexesView {
+                db: self.db.clone(),
+            })));
         }
         let Some(table) = self.inner.table(name).await? else {
             return Ok(None);
@@ -187,6 +194,7 @@ impl SchemaProvider for EddyPgCatalog {
             "pg_tables" => Derived::Tables,
             "pg_index" => Derived::Keys("pg_index"),
             "pg_constraint" => Derived::Keys("pg_constraint"),
+            "pg_attribute" => Derived::Attributes,
             _ => return Ok(Some(table)),
         };
         let schema = match kind {
@@ -205,16 +213,22 @@ impl SchemaProvider for EddyPgCatalog {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        name.eq_ignore_ascii_case("pg_stat_activity") || self.inner.table_exist(name)
+        EDDYS_TABLES.iter().any(|t| name.eq_ignore_ascii_case(t)) || self.inner.table_exist(name)
     }
 }
+
+/// The `pg_catalog` tables of Eddy's own (the crate has none of these).
+const EDDYS_TABLES: &[&str] = &["pg_stat_activity", "pg_indexes"];
 
 #[derive(Debug, Clone, Copy)]
 enum Derived {
     /// `relkind`: `m` for materialized views, `f` for sources (their rows live elsewhere).
     Class,
-    /// `pg_index` or `pg_constraint` with tables' primary keys.
+    /// `pg_index` with tables' primary keys and the indexes of `CREATE INDEX`, or
+    /// `pg_constraint` with the keys.
     Keys(&'static str),
+    /// Columns, with the indexes' columns.
+    Attributes,
     /// One row per materialized view, with its SQL.
     MatViews,
     /// One row per plain view, with its query.
@@ -282,19 +296,19 @@ impl DerivedTable {
         Ok(schemas)
     }
 
-    /// Eddy's tables with a primary key, with their OIDs as `pg_class` gives them.
-    async fn primary_keys(
+    /// Eddy's tables with a primary key and every index, with the OIDs `pg_class` gives them.
+    async fn indexes(
         &self,
         state: &dyn Session,
         objects: &HashMap<String, Object>,
-    ) -> Result<Vec<PrimaryKey>> {
+    ) -> Result<(Vec<PrimaryKey>, Vec<IndexRelation>)> {
         let schemas = self.namespaces(state).await?;
         let Some(classes) = self.catalog.table("pg_class").await? else {
-            return Ok(vec![]);
+            return Ok((vec![], vec![]));
         };
         let plan = classes.scan(state, None, &[], None).await?;
         let batches = collect(plan, state.task_ctx()).await?;
-        keys_in(&batches, &schemas, objects)
+        indexes_in(&batches, &schemas, objects, &self.db)
     }
 
     async fn rows(&self, state: &dyn Session) -> Result<Vec<RecordBatch>> {
@@ -303,24 +317,29 @@ impl DerivedTable {
         let objects: HashMap<String, Object> = objects(&self.db).into_iter().collect();
         match self.kind {
             Derived::Keys(name) => {
-                let keys = self.primary_keys(state, &objects).await?;
-                crate::pg_keys::with_primary_keys(name, &self.schema, &batches, &keys)
+                let (keys, indexes) = self.indexes(state, &objects).await?;
+                crate::pg_keys::with_eddys_rows(name, &self.schema, &batches, &keys, &indexes)
+            }
+            Derived::Attributes => {
+                let (_, indexes) = self.indexes(state, &objects).await?;
+                let mut batches = batches;
+                let columns =
+                    crate::pg_indexes::index_attributes(&self.schema, &batches, &indexes)?;
+                batches.extend(columns);
+                Ok(batches)
             }
             Derived::Class => {
                 let schemas = self.namespaces(state).await?;
-                let keys = keys_in(&batches, &schemas, &objects)?;
-                let indexed: Vec<i32> = keys.iter().map(|k| k.table_oid).collect();
+                let (_, indexes) = indexes_in(&batches, &schemas, &objects, &self.db)?;
+                let indexed: Vec<i32> = indexes.iter().map(|k| k.table_oid).collect();
                 let mut relations = HashMap::new();
                 let mut batches = batches
                     .iter()
                     .map(|batch| fix_relkind(batch, &objects, &schemas, &indexed, &mut relations))
                     .collect::<Result<Vec<_>>>()?;
-                batches.push(crate::pg_keys::index_relations(&self.schema, &keys)?);
-                for key in &keys {
-                    relations.insert(
-                        crate::pg_keys::index_oid(key.table_oid),
-                        (SCHEMA.to_string(), format!("{}_pkey", key.table)),
-                    );
+                batches.push(crate::pg_keys::index_relations(&self.schema, &indexes)?);
+                for index in &indexes {
+                    relations.insert(index.oid, (SCHEMA.to_string(), index.name.clone()));
                 }
                 *self.oids.write().unwrap_or_else(|e| e.into_inner()) = relations;
                 Ok(batches)
@@ -329,8 +348,14 @@ impl DerivedTable {
                 .iter()
                 .map(|batch| keep_tables(batch, &objects))
                 .collect(),
-            Derived::MatViews => Ok(vec![matviews(self.inner.schema(), &self.db)?]),
-            Derived::Views => Ok(vec![plain_views(self.inner.schema(), &self.db)?]),
+            Derived::MatViews => Ok(vec![crate::pg_views::matviews(
+                self.inner.schema(),
+                &self.db,
+            )?]),
+            Derived::Views => Ok(vec![crate::pg_views::plain_views(
+                self.inner.schema(),
+                &self.db,
+            )?]),
             Derived::ForeignTables => Ok(vec![crate::pg_foreign::foreign_tables(
                 self.inner.schema(),
                 &self.db,
@@ -350,34 +375,36 @@ impl DerivedTable {
     }
 }
 
-/// The primary keys of Eddy's tables among the crate's `pg_class` rows.
-fn keys_in(
+/// The primary keys of Eddy's tables among the crate's `pg_class` rows, and every index: the
+/// keys' and those of `CREATE INDEX`.
+fn indexes_in(
     batches: &[RecordBatch],
     schemas: &HashMap<i32, String>,
     objects: &HashMap<String, Object>,
-) -> Result<Vec<PrimaryKey>> {
+    db: &Weak<Database>,
+) -> Result<(Vec<PrimaryKey>, Vec<IndexRelation>)> {
+    let relations = crate::pg_indexes::public_relations(batches, schemas)?;
     let mut keys = Vec::new();
-    for batch in batches {
-        let oids = column(batch, "oid")?.as_primitive::<Int32Type>();
-        let names = column(batch, "relname")?.as_string::<i32>();
-        let namespaces = column(batch, "relnamespace")?.as_primitive::<Int32Type>();
-        for i in 0..batch.num_rows() {
-            if schemas.get(&namespaces.value(i)).map(String::as_str) != Some(SCHEMA) {
-                continue;
-            }
-            if let Some(Object::Table(def)) = objects.get(names.value(i)) {
-                if let TableKey::PrimaryKey(columns) = &def.key {
-                    keys.push(PrimaryKey {
-                        table_oid: oids.value(i),
-                        namespace_oid: namespaces.value(i),
-                        table: names.value(i).to_string(),
-                        columns: columns.iter().map(|&c| c as i16 + 1).collect(),
-                    });
-                }
+    for (name, &(table_oid, namespace_oid)) in &relations {
+        if let Some(Object::Table(def)) = objects.get(name) {
+            if let TableKey::PrimaryKey(columns) = &def.key {
+                keys.push(PrimaryKey {
+                    table_oid,
+                    namespace_oid,
+                    table: name.clone(),
+                    columns: columns.iter().map(|&c| c as i16 + 1).collect(),
+                    types: columns
+                        .iter()
+                        .map(|&c| def.schema.field(c).data_type().clone())
+                        .collect(),
+                });
             }
         }
     }
-    Ok(keys)
+    keys.sort_by_key(|k| k.table_oid);
+    let mut indexes: Vec<IndexRelation> = keys.iter().map(PrimaryKey::index).collect();
+    indexes.extend(crate::pg_indexes::secondary_indexes(db, &relations));
+    Ok((keys, indexes))
 }
 
 fn fix_relkind(
@@ -488,66 +515,6 @@ fn fixed_settings(schema: SchemaRef) -> Result<RecordBatch> {
             "context" => Arc::new(StringArray::from(vec!["internal"; n])),
             "source" => Arc::new(StringArray::from(vec!["default"; n])),
             _ => new_null_array(field.data_type(), n),
-        })
-        .collect();
-    Ok(RecordBatch::try_new(schema, columns)?)
-}
-
-fn plain_views(schema: SchemaRef, db: &Weak<Database>) -> Result<RecordBatch> {
-    let views: Vec<(String, Option<String>)> = db
-        .upgrade()
-        .map(|db| {
-            crate::pg_functions::view_definitions(&db)
-                .into_iter()
-                .filter(|(_, _, materialized)| !materialized)
-                .map(|(name, query, _)| (name, query))
-                .collect()
-        })
-        .unwrap_or_default();
-    let n = views.len();
-    let text = |values: Vec<Option<String>>| -> ArrayRef { Arc::new(StringArray::from(values)) };
-    let columns: Vec<ArrayRef> = schema
-        .fields()
-        .iter()
-        .map(|field| match field.name().as_str() {
-            "schemaname" => text(vec![Some(SCHEMA.to_string()); n]),
-            "viewname" => text(views.iter().map(|(name, _)| Some(name.clone())).collect()),
-            "viewowner" => text(vec![Some("eddy".to_string()); n]),
-            "definition" => text(views.iter().map(|(_, query)| query.clone()).collect()),
-            _ => new_null_array(field.data_type(), n),
-        })
-        .collect();
-    Ok(RecordBatch::try_new(schema, columns)?)
-}
-
-fn matviews(schema: SchemaRef, db: &Weak<Database>) -> Result<RecordBatch> {
-    let views: Vec<(String, String)> = db
-        .upgrade()
-        .map(|db| {
-            db.engine()
-                .stats()
-                .views
-                .iter()
-                .map(|v| {
-                    let query = crate::pg_functions::view_query(&v.sql);
-                    (v.name.clone(), query.unwrap_or_else(|| v.sql.clone()))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let n = views.len();
-    let text = |values: Vec<Option<String>>| -> ArrayRef { Arc::new(StringArray::from(values)) };
-    let columns: Vec<ArrayRef> = schema
-        .fields()
-        .iter()
-        .map(|field| match field.name().as_str() {
-            "schemaname" => text(vec![Some(SCHEMA.to_string()); n]),
-            "matviewname" => text(views.iter().map(|(name, _)| Some(name.clone())).collect()),
-            "matviewowner" => text(vec![Some("eddy".to_string()); n]),
-            "definition" => text(views.iter().map(|(_, sql)| Some(sql.clone())).collect()),
-            "hasindexes" => Arc::new(BooleanArray::from(vec![false; n])),
-            "ispopulated" => Arc::new(BooleanArray::from(vec![true; n])),
-            _ => datafusion::arrow::array::new_null_array(field.data_type(), n),
         })
         .collect();
     Ok(RecordBatch::try_new(schema, columns)?)

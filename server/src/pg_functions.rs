@@ -357,7 +357,8 @@ pub(crate) fn register(
             |_, rows| Ok(Arc::new(BooleanArray::from(vec![true; rows])) as ArrayRef),
         ));
     }
-    // Primary keys' indexes and constraints, by the OIDs `pg_class`/`pg_constraint` give them.
+    // Indexes (primary keys' and of `CREATE INDEX`) and primary keys' constraints, by the
+    // OIDs `pg_class`/`pg_constraint` give them.
     let key_db = db.clone();
     let key_oids = key_oids_for_index;
     ctx.register_udf(function(
@@ -367,12 +368,16 @@ pub(crate) fn register(
         move |args, rows| {
             Ok(texts(rows, |i| {
                 let oid = int_arg(&args[0], i)? as i32;
+                let column = args.get(1).and_then(|a| int_arg(a, i)).unwrap_or(0);
+                let db = key_db.upgrade()?;
+                if let Some(def) = crate::pg_indexes::secondary_indexdef(&db, oid, column) {
+                    return Some(def);
+                }
                 let (schema, table, columns) =
                     primary_key(&key_db, &key_oids, oid - crate::pg_keys::index_oid(0))?;
-                match args.get(1).and_then(|a| int_arg(a, i)).unwrap_or(0) {
-                    0 => Some(format!(
-                        "CREATE UNIQUE INDEX {table}_pkey ON {schema}.{table} USING btree ({})",
-                        columns.join(", ")
+                match column {
+                    0 => Some(crate::pg_indexes::primary_key_definition(
+                        &schema, &table, &columns,
                     )),
                     n => columns.get(usize::try_from(n - 1).ok()?).cloned(),
                 }

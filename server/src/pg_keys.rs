@@ -1,7 +1,8 @@
-//! Primary keys in `pg_constraint` and `pg_index`: a table's key as the constraint
-//! `<table>_pkey` with its index, as drivers' key reflection reads them (SQLAlchemy's
-//! `get_pk_constraint`, JDBC's `getPrimaryKeys`). `conkey` and `indkey` are arrays of column
-//! numbers, as in Postgres, so that `unnest(indkey)` works.
+//! Primary keys in `pg_constraint`, and indexes in `pg_index` and `pg_class`: a table's key as
+//! the constraint `<table>_pkey` with its index, as drivers' key reflection reads them
+//! (SQLAlchemy's `get_pk_constraint`, JDBC's `getPrimaryKeys`), and the indexes of
+//! `CREATE INDEX` beside them ([`crate::pg_indexes`]). `conkey` and `indkey` are arrays of
+//! column numbers, as in Postgres, so that `unnest(indkey)` works.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,6 +19,71 @@ pub(crate) struct PrimaryKey {
     pub namespace_oid: i32,
     pub table: String,
     pub columns: Vec<i16>,
+    /// The key columns' types.
+    pub types: Vec<DataType>,
+}
+
+impl PrimaryKey {
+    /// The key's index, `<table>_pkey`.
+    pub(crate) fn index(&self) -> IndexRelation {
+        IndexRelation {
+            oid: index_oid(self.table_oid),
+            name: format!("{}_pkey", self.table),
+            table_oid: self.table_oid,
+            namespace_oid: self.namespace_oid,
+            columns: self.columns.clone(),
+            key_columns: self.columns.len(),
+            opclasses: self.types.iter().map(btree_opclass).collect(),
+            collations: self.types.iter().map(collation).collect(),
+            primary: true,
+        }
+    }
+}
+
+/// An index as `pg_class`, `pg_index` and `pg_attribute` show it.
+#[derive(Clone, Debug)]
+pub(crate) struct IndexRelation {
+    pub oid: i32,
+    pub name: String,
+    pub table_oid: i32,
+    pub namespace_oid: i32,
+    /// Column numbers (from 1) in the table: the key's, then the included ones.
+    pub columns: Vec<i16>,
+    pub key_columns: usize,
+    /// The default btree operator class and the collation of each key column.
+    pub opclasses: Vec<i64>,
+    pub collations: Vec<i64>,
+    pub primary: bool,
+}
+
+/// The OID of the default btree operator class for a column type in Postgres 15's `pg_opclass`
+/// (0 for a type without one).
+pub(crate) fn btree_opclass(data_type: &DataType) -> i64 {
+    match data_type {
+        DataType::Boolean => 10003,
+        DataType::Int16 => 1979,
+        DataType::Int32 => 1978,
+        DataType::Int64 => 3124,
+        DataType::Float32 => 10012,
+        DataType::Float64 => 3123,
+        DataType::Decimal128(..) | DataType::Decimal256(..) => 3125,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => 3126,
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => 10006,
+        DataType::Date32 | DataType::Date64 => 3122,
+        DataType::Timestamp(_, None) => 3128,
+        DataType::Timestamp(_, Some(_)) => 3127,
+        DataType::Time32(_) | DataType::Time64(_) => 10038,
+        DataType::Interval(_) => 10022,
+        _ => 0,
+    }
+}
+
+/// The collation of a key column: the database default (100) for text, none otherwise.
+pub(crate) fn collation(data_type: &DataType) -> i64 {
+    match data_type {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => 100,
+        _ => 0,
+    }
 }
 
 /// OIDs of a key's constraint and index, derived from its table's OID and kept above the
@@ -97,12 +163,26 @@ fn key_array(element: &DataType, rows: impl Iterator<Item = Option<Vec<i64>>>) -
     )?)
 }
 
-/// The crate's rows with the key column turned into arrays, followed by Eddy's keys.
-pub(crate) fn with_primary_keys(
+/// A row given by its cells: a value, or the numbers of an array column; NULL elsewhere.
+type Row = HashMap<&'static str, Cell>;
+
+enum Cell {
+    Value(ScalarValue),
+    Numbers(Vec<i64>),
+}
+
+fn value(v: ScalarValue) -> Cell {
+    Cell::Value(v)
+}
+
+/// The crate's rows with the array columns turned into arrays, followed by Eddy's: the indexes
+/// (for `pg_index`) or the primary keys' constraints (for `pg_constraint`).
+pub(crate) fn with_eddys_rows(
     table: &str,
     schema: &SchemaRef,
     batches: &[RecordBatch],
     keys: &[PrimaryKey],
+    indexes: &[IndexRelation],
 ) -> Result<Vec<RecordBatch>> {
     let keys_columns = key_columns(table);
     let mut out = Vec::with_capacity(batches.len() + 1);
@@ -124,35 +204,36 @@ pub(crate) fn with_primary_keys(
         }
         out.push(RecordBatch::try_new(schema.clone(), columns)?);
     }
-    let rows: Vec<HashMap<&str, ScalarValue>> = keys
-        .iter()
-        .map(|k| {
-            if table == "pg_index" {
-                index_row(k)
-            } else {
-                constraint_row(k)
-            }
-        })
-        .collect();
-    out.push(rows_batch(schema, keys_columns, keys, &rows)?);
+    let rows: Vec<Row> = if table == "pg_index" {
+        indexes.iter().map(index_row).collect()
+    } else {
+        keys.iter().map(constraint_row).collect()
+    };
+    out.push(rows_batch(schema, &rows)?);
     Ok(out)
 }
 
-fn index_row(key: &PrimaryKey) -> HashMap<&'static str, ScalarValue> {
-    let n = Some(key.columns.len() as i16);
+fn index_row(index: &IndexRelation) -> Row {
+    let count = |n: usize| value(ScalarValue::Int16(Some(n as i16)));
+    let keys = index.key_columns;
     let mut row = HashMap::from([
+        ("indexrelid", value(ScalarValue::Int32(Some(index.oid)))),
+        ("indrelid", value(ScalarValue::Int32(Some(index.table_oid)))),
+        ("indnatts", count(index.columns.len())),
+        ("indnkeyatts", count(keys)),
         (
-            "indexrelid",
-            ScalarValue::Int32(Some(index_oid(key.table_oid))),
+            "indkey",
+            Cell::Numbers(index.columns.iter().map(|&c| i64::from(c)).collect()),
         ),
-        ("indrelid", ScalarValue::Int32(Some(key.table_oid))),
-        ("indnatts", ScalarValue::Int16(n)),
-        ("indnkeyatts", ScalarValue::Int16(n)),
+        // One entry per key column: operator class, collation, options (ascending).
+        ("indclass", Cell::Numbers(index.opclasses.clone())),
+        ("indcollation", Cell::Numbers(index.collations.clone())),
+        ("indoption", Cell::Numbers(vec![0; keys])),
     ]);
-    for (name, value) in [
-        ("indisunique", true),
+    for (name, flag) in [
+        ("indisunique", index.primary),
         ("indnullsnotdistinct", false),
-        ("indisprimary", true),
+        ("indisprimary", index.primary),
         ("indisexclusion", false),
         ("indimmediate", true),
         ("indisclustered", false),
@@ -162,87 +243,73 @@ fn index_row(key: &PrimaryKey) -> HashMap<&'static str, ScalarValue> {
         ("indislive", true),
         ("indisreplident", false),
     ] {
-        row.insert(name, ScalarValue::Boolean(Some(value)));
+        row.insert(name, value(ScalarValue::Boolean(Some(flag))));
     }
     row
 }
 
-fn constraint_row(key: &PrimaryKey) -> HashMap<&'static str, ScalarValue> {
-    let text = |s: &str| ScalarValue::Utf8(Some(s.to_string()));
+fn constraint_row(key: &PrimaryKey) -> Row {
+    let text = |s: &str| value(ScalarValue::Utf8(Some(s.to_string())));
+    let int = |v: i32| value(ScalarValue::Int32(Some(v)));
     let mut row = HashMap::from([
-        (
-            "oid",
-            ScalarValue::Int32(Some(constraint_oid(key.table_oid))),
-        ),
+        ("oid", int(constraint_oid(key.table_oid))),
         ("conname", text(&format!("{}_pkey", key.table))),
-        ("connamespace", ScalarValue::Int32(Some(key.namespace_oid))),
+        ("connamespace", int(key.namespace_oid)),
         ("contype", text("p")),
-        ("conrelid", ScalarValue::Int32(Some(key.table_oid))),
-        ("contypid", ScalarValue::Int32(Some(0))),
-        (
-            "conindid",
-            ScalarValue::Int32(Some(index_oid(key.table_oid))),
-        ),
-        ("conparentid", ScalarValue::Int32(Some(0))),
-        ("confrelid", ScalarValue::Int32(Some(0))),
+        ("conrelid", int(key.table_oid)),
+        ("contypid", int(0)),
+        ("conindid", int(index_oid(key.table_oid))),
+        ("conparentid", int(0)),
+        ("confrelid", int(0)),
         ("confupdtype", text(" ")),
         ("confdeltype", text(" ")),
         ("confmatchtype", text(" ")),
-        ("coninhcount", ScalarValue::Int16(Some(0))),
+        ("coninhcount", value(ScalarValue::Int16(Some(0)))),
+        (
+            "conkey",
+            Cell::Numbers(key.columns.iter().map(|&c| i64::from(c)).collect()),
+        ),
     ]);
-    for (name, value) in [
+    for (name, flag) in [
         ("condeferrable", false),
         ("condeferred", false),
         ("convalidated", true),
         ("conislocal", true),
         ("connoinherit", true),
     ] {
-        row.insert(name, ScalarValue::Boolean(Some(value)));
+        row.insert(name, value(ScalarValue::Boolean(Some(flag))));
     }
     row
 }
 
-/// One batch of the given rows: named cells, NULL elsewhere; the key column from `keys`.
-fn rows_batch(
-    schema: &SchemaRef,
-    key_columns: &[(&str, DataType)],
-    keys: &[PrimaryKey],
-    rows: &[HashMap<&str, ScalarValue>],
-) -> Result<RecordBatch> {
+/// One batch of the given rows.
+fn rows_batch(schema: &SchemaRef, rows: &[Row]) -> Result<RecordBatch> {
     let columns = schema
         .fields()
         .iter()
-        .map(|field| {
-            let array_column = key_columns.iter().position(|(n, _)| n == field.name());
-            if let Some(position) = array_column {
-                let element = &key_columns[position].1;
-                return if position == 0 {
-                    key_array(
-                        element,
-                        keys.iter()
-                            .map(|k| Some(k.columns.iter().map(|&c| i64::from(c)).collect())),
-                    )
-                } else {
-                    // One entry per key column (default operator class, collation, options).
-                    key_array(element, keys.iter().map(|k| Some(vec![0; k.columns.len()])))
-                };
-            }
-            named_column(field, rows)
+        .map(|field| match field.data_type() {
+            DataType::List(element) if element.data_type().is_integer() => key_array(
+                element.data_type(),
+                rows.iter().map(|row| match row.get(field.name().as_str()) {
+                    Some(Cell::Numbers(numbers)) => Some(numbers.clone()),
+                    _ => None,
+                }),
+            ),
+            _ => named_column(field, rows),
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
 /// One column of rows given as named cells (NULL where a row has none).
-fn named_column(field: &Field, rows: &[HashMap<&str, ScalarValue>]) -> Result<ArrayRef> {
+fn named_column(field: &Field, rows: &[Row]) -> Result<ArrayRef> {
     if rows.is_empty() {
         return Ok(datafusion::arrow::array::new_empty_array(field.data_type()));
     }
     let null = ScalarValue::try_from(field.data_type())?;
-    let values = rows.iter().map(|row| {
-        row.get(field.name().as_str())
-            .cloned()
-            .unwrap_or_else(|| null.clone())
+    let values = rows.iter().map(|row| match row.get(field.name().as_str()) {
+        Some(Cell::Value(v)) => v.clone(),
+        _ => null.clone(),
     });
     let array = ScalarValue::iter_to_array(values)?;
     Ok(if array.data_type() == field.data_type() {
@@ -252,34 +319,40 @@ fn named_column(field: &Field, rows: &[HashMap<&str, ScalarValue>]) -> Result<Ar
     })
 }
 
-/// `pg_class` rows for the keys' indexes (`<table>_pkey`, a btree).
-pub(crate) fn index_relations(schema: &SchemaRef, keys: &[PrimaryKey]) -> Result<RecordBatch> {
-    let text = |s: &str| ScalarValue::Utf8(Some(s.to_string()));
-    let int = |v: i32| ScalarValue::Int32(Some(v));
-    let rows: Vec<HashMap<&str, ScalarValue>> = keys
+/// `pg_class` rows for indexes: btrees in their table's namespace.
+pub(crate) fn index_relations(
+    schema: &SchemaRef,
+    indexes: &[IndexRelation],
+) -> Result<RecordBatch> {
+    let text = |s: &str| value(ScalarValue::Utf8(Some(s.to_string())));
+    let int = |v: i32| value(ScalarValue::Int32(Some(v)));
+    let rows: Vec<Row> = indexes
         .iter()
-        .map(|k| {
+        .map(|index| {
             let mut row = HashMap::from([
-                ("oid", int(index_oid(k.table_oid))),
-                ("relname", text(&format!("{}_pkey", k.table))),
-                ("relnamespace", int(k.namespace_oid)),
+                ("oid", int(index.oid)),
+                ("relname", text(&index.name)),
+                ("relnamespace", int(index.namespace_oid)),
                 ("reltype", int(0)),
                 ("relowner", int(10)),
                 ("relam", int(BTREE_OID)),
-                ("relfilenode", int(index_oid(k.table_oid))),
+                ("relfilenode", int(index.oid)),
                 ("reltablespace", int(0)),
                 ("relpages", int(1)),
-                ("reltuples", ScalarValue::Float64(Some(0.0))),
+                ("reltuples", value(ScalarValue::Float64(Some(0.0)))),
                 ("relallvisible", int(0)),
                 ("reltoastrelid", int(0)),
                 ("relpersistence", text("p")),
                 ("relkind", text("i")),
-                ("relnatts", ScalarValue::Int16(Some(k.columns.len() as i16))),
-                ("relchecks", ScalarValue::Int16(Some(0))),
+                (
+                    "relnatts",
+                    value(ScalarValue::Int16(Some(index.columns.len() as i16))),
+                ),
+                ("relchecks", value(ScalarValue::Int16(Some(0)))),
                 ("relreplident", text("n")),
                 ("relfrozenxid", int(0)),
                 ("relminmxid", int(0)),
-                ("relispopulated", ScalarValue::Boolean(Some(true))),
+                ("relispopulated", value(ScalarValue::Boolean(Some(true)))),
             ]);
             for flag in [
                 "relhasindex",
@@ -291,17 +364,12 @@ pub(crate) fn index_relations(schema: &SchemaRef, keys: &[PrimaryKey]) -> Result
                 "relforcerowsecurity",
                 "relispartition",
             ] {
-                row.insert(flag, ScalarValue::Boolean(Some(false)));
+                row.insert(flag, value(ScalarValue::Boolean(Some(false))));
             }
             row
         })
         .collect();
-    let columns = schema
-        .fields()
-        .iter()
-        .map(|field| named_column(field, &rows))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+    rows_batch(schema, &rows)
 }
 
 /// The OID of the btree access method in `pg_am`.

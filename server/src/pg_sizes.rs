@@ -1,7 +1,8 @@
 //! Object sizes as psql's `\l+`, `\dt+`, `\dm+` and monitoring tools ask for them:
 //! `pg_database_size` (the store on disk), `pg_total_relation_size`, `pg_table_size` and
-//! `pg_relation_size` (the bytes of an object's rows and, for the total, its operators' state),
-//! `pg_indexes_size` (a primary key is the rows' own order: 0), and `pg_size_pretty`.
+//! `pg_relation_size` (the bytes of an object's rows, or of an index's entries, and for the
+//! total, its operators' state), `pg_indexes_size` (the entries of a relation's indexes; a
+//! primary key is the rows' own order, with none), and `pg_size_pretty`.
 
 use std::sync::{Arc, Weak};
 
@@ -89,31 +90,40 @@ impl SizeFunction {
             return Ok(None);
         }
         let value = ScalarValue::try_from_array(argument, i)?;
-        match self.size {
-            Size::Database => Ok(Some(db.store.size_on_disk() as i64)),
-            Size::Indexes => Ok(Some(0)),
-            Size::Total | Size::Rows => {
-                let name = match value {
-                    ScalarValue::Utf8(Some(name)) => Some(name),
-                    other => other
-                        .cast_to(&DataType::Int64)
-                        .ok()
-                        .and_then(|oid| match oid {
-                            ScalarValue::Int64(Some(oid)) => self
-                                .oids
-                                .read()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .get(&(oid as i32))
-                                .map(|(_, name)| name.clone()),
-                            _ => None,
-                        }),
-                };
-                match name {
-                    Some(name) => Ok(self.object_size(db, &name)?.or(Some(0))),
-                    None => Ok(None),
+        if self.size == Size::Database {
+            return Ok(Some(db.store.size_on_disk() as i64));
+        }
+        let name = match value {
+            ScalarValue::Utf8(Some(name)) => Some(name),
+            other => other
+                .cast_to(&DataType::Int64)
+                .ok()
+                .and_then(|oid| match oid {
+                    ScalarValue::Int64(Some(oid)) => self
+                        .oids
+                        .read()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get(&(oid as i32))
+                        .map(|(_, name)| name.clone()),
+                    _ => None,
+                }),
+        };
+        let Some(name) = name else {
+            return Ok(None);
+        };
+        // The entries of the relation's indexes (a primary key is the rows' own order).
+        let mut indexes = 0;
+        if matches!(self.size, Size::Indexes | Size::Total) {
+            for index in db.indexes.all() {
+                if index.relation == name {
+                    indexes += self.object_size(db, &index.name)?.unwrap_or(0);
                 }
             }
         }
+        if self.size == Size::Indexes {
+            return Ok(Some(indexes));
+        }
+        Ok(Some(self.object_size(db, &name)?.unwrap_or(0) + indexes))
     }
 }
 

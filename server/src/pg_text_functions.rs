@@ -28,7 +28,7 @@ struct Format {
     signature: Signature,
 }
 
-fn quote_identifier(name: &str) -> String {
+pub(crate) fn quote_identifier(name: &str) -> String {
     let plain = name
         .chars()
         .next()

@@ -171,9 +171,11 @@ pub fn with_session_settings(
 fn qualify_eddy_catalog_tables(statement: &mut Statement) {
     let _ = datafusion::sql::sqlparser::ast::visit_relations_mut(statement, |name| {
         let is_it = name.0.len() == 1
-            && name.0[0]
-                .as_ident()
-                .is_some_and(|i| i.value.eq_ignore_ascii_case("pg_stat_activity"));
+            && name.0[0].as_ident().is_some_and(|i| {
+                ["pg_stat_activity", "pg_indexes"]
+                    .iter()
+                    .any(|table| i.value.eq_ignore_ascii_case(table))
+            });
         if is_it {
             name.0.insert(
                 0,

@@ -1,5 +1,5 @@
-//! psql's meta-commands (`\d`, `\dt`, `\dt+`, `\dv`, `\dm`, `\dm+`, `\d name`, `\l`, `\l+`,
-//! `\dn`) against a real eddy: psql sends its own catalog queries, and its output must list
+//! psql's meta-commands (`\d`, `\dt`, `\dt+`, `\dv`, `\dm`, `\dm+`, `\di`, `\d name`, `\l`,
+//! `\l+`, `\dn`) against a real eddy: psql sends its own catalog queries, and its output must list
 //! Eddy's objects.
 
 mod common;
@@ -261,4 +261,137 @@ async fn psql_describes_views_sources_roles_and_plus_forms() {
     assert!(functions[1]
         .starts_with("Schema|Name|Result data type|Argument data types|Type|Volatility|"));
     assert_eq!(functions.last(), Some(&"(0 rows)"));
+}
+
+/// Indexes as psql shows them (`\di`, `\di+`, the "Indexes:" of `\d table` and of a
+/// materialized view, `\d index`), each compared with what psql prints for the same objects on
+/// PostgreSQL 15.
+#[tokio::test]
+async fn psql_lists_and_describes_indexes() {
+    let Some(psql_bin) = common::require("psql", common::on_path("psql")) else {
+        return;
+    };
+    let eddy = EddyProcess::start_fresh().await.expect("start eddy");
+    let (client, _conn) = eddy.connect().await.expect("connect");
+    client
+        .batch_execute(
+            "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer INT, status TEXT, total DOUBLE PRECISION);
+             CREATE TABLE events (kind TEXT, at TIMESTAMP);
+             CREATE INDEX orders_by_customer ON orders (customer, status) INCLUDE (total);
+             CREATE INDEX events_by_time ON events (at);
+             CREATE MATERIALIZED VIEW per_customer AS
+               SELECT customer, count(*) AS n FROM orders GROUP BY customer;
+             CREATE INDEX per_customer_by_n ON per_customer (n);
+             INSERT INTO events VALUES ('a', TIMESTAMP '2026-01-01 00:00:00');",
+        )
+        .await
+        .expect("create objects");
+
+    let table = psql(&eddy, &psql_bin, r"\d orders");
+    assert_eq!(
+        lines(&table),
+        [
+            "Table \"public.orders\"",
+            "Column|Type|Collation|Nullable|Default",
+            "id|bigint||not null|",
+            "customer|integer|||",
+            "status|text|||",
+            "total|double precision|||",
+            "Indexes:",
+            "    \"orders_pkey\" PRIMARY KEY, btree (id)",
+            "    \"orders_by_customer\" btree (customer, status) INCLUDE (total)",
+        ]
+    );
+    let table = psql(&eddy, &psql_bin, r"\d events");
+    assert_eq!(
+        lines(&table)[4..],
+        ["Indexes:", "    \"events_by_time\" btree (at)"],
+        "{table}"
+    );
+    let view = psql(&eddy, &psql_bin, r"\d per_customer");
+    let view = lines(&view);
+    assert_eq!(view[0], "Materialized view \"public.per_customer\"");
+    assert_eq!(
+        view[view.len() - 2..],
+        ["Indexes:", "    \"per_customer_by_n\" btree (n)"],
+        "{view:#?}"
+    );
+
+    let indexes = psql(&eddy, &psql_bin, r"\di");
+    assert_eq!(
+        lines(&indexes),
+        [
+            "List of relations",
+            "Schema|Name|Type|Owner|Table",
+            "public|events_by_time|index|postgres|events",
+            "public|orders_by_customer|index|postgres|orders",
+            "public|orders_pkey|index|postgres|orders",
+            "public|per_customer_by_n|index|postgres|per_customer",
+            "(4 rows)",
+        ]
+    );
+    // With sizes: the bytes of each index's entries (Postgres counts pages instead).
+    let indexes = psql(&eddy, &psql_bin, r"\di+");
+    let indexes = lines(&indexes);
+    assert_eq!(
+        indexes[1],
+        "Schema|Name|Type|Owner|Table|Persistence|Access method|Size|Description"
+    );
+    let events = indexes
+        .iter()
+        .find(|l| l.starts_with("public|events_by_time|"))
+        .expect("events_by_time listed");
+    assert!(
+        events.starts_with("public|events_by_time|index|postgres|events|permanent|btree|")
+            && events.ends_with(" bytes|")
+            && !events.ends_with("|0 bytes|"),
+        "{indexes:#?}"
+    );
+
+    let index = psql(&eddy, &psql_bin, r"\d orders_by_customer");
+    assert_eq!(
+        lines(&index),
+        [
+            "Index \"public.orders_by_customer\"",
+            "Column|Type|Key?|Definition",
+            "customer|integer|yes|customer",
+            "status|text|yes|status",
+            "total|double precision|no|total",
+            "btree, for table \"public.orders\"",
+        ]
+    );
+    let key = psql(&eddy, &psql_bin, r"\d orders_pkey");
+    assert_eq!(
+        lines(&key),
+        [
+            "Index \"public.orders_pkey\"",
+            "Column|Type|Key?|Definition",
+            "id|bigint|yes|id",
+            "primary key, btree, for table \"public.orders\"",
+        ]
+    );
+    let on_view = psql(&eddy, &psql_bin, r"\d per_customer_by_n");
+    assert_eq!(
+        lines(&on_view),
+        [
+            "Index \"public.per_customer_by_n\"",
+            "Column|Type|Key?|Definition",
+            "n|bigint|yes|n",
+            "btree, for table \"public.per_customer\"",
+        ]
+    );
+
+    // Dropped, it is gone from the table's description and the list.
+    client
+        .batch_execute("DROP INDEX orders_by_customer")
+        .await
+        .expect("drop the index");
+    let table = psql(&eddy, &psql_bin, r"\d orders");
+    assert_eq!(
+        lines(&table)[6..],
+        ["Indexes:", "    \"orders_pkey\" PRIMARY KEY, btree (id)"],
+        "{table}"
+    );
+    let indexes = psql(&eddy, &psql_bin, r"\di");
+    assert!(!indexes.contains("orders_by_customer"), "{indexes}");
 }
