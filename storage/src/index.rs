@@ -136,11 +136,6 @@ impl IndexDef {
     ) -> Result<RecordBatch> {
         self.include_codec.decode(included)
     }
-
-    /// The schema of the base rows.
-    pub fn base_schema(&self) -> &SchemaRef {
-        self.row_codec.schema()
-    }
 }
 
 fn as_refs(rows: &[(Vec<u8>, Vec<u8>)]) -> Vec<(&[u8], &[u8])> {

@@ -95,13 +95,6 @@ pub struct Snapshot {
     versions: Arc<Versions>,
 }
 
-impl Snapshot {
-    /// The number of commits the snapshot includes.
-    pub fn seq(&self) -> u64 {
-        self.seq
-    }
-}
-
 impl std::fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Snapshot({})", self.seq)
