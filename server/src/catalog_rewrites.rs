@@ -216,9 +216,24 @@ fn empty_arrays(statement: &mut Statement) {
     });
 }
 
+/// The item under casts and parentheses, which name a column after what they hold (in
+/// Postgres and in DataFusion alike: `CAST(value AS TEXT)` is `value`).
+fn named_part(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Cast { expr, .. } | Expr::Nested(expr) => named_part(expr),
+        other => other,
+    }
+}
+
+/// The name DataFusion gives an unnamed select-list item, for finding repeated ones.
+fn datafusion_name(expr: &Expr) -> String {
+    let expr = named_part(expr);
+    column_name(expr).unwrap_or_else(|| expr.to_string())
+}
+
 /// Postgres' name for an unnamed select-list item.
 fn postgres_name(expr: &Expr) -> String {
-    match expr {
+    match named_part(expr) {
         Expr::Function(function) => function
             .name
             .0
@@ -239,7 +254,7 @@ fn unique_output_names(statement: &mut Statement) {
     let mut seen: Vec<String> = Vec::new();
     for (position, item) in select.projection.iter_mut().enumerate() {
         let key = match item {
-            SelectItem::UnnamedExpr(expr) => expr.to_string(),
+            SelectItem::UnnamedExpr(expr) => datafusion_name(expr),
             SelectItem::ExprWithAlias { alias, .. } => alias.value.to_ascii_lowercase(),
             _ => continue,
         };
@@ -396,7 +411,12 @@ mod tests {
         let sql = rewritten("SELECT NULL AS a, NULL, NULL, n.x, m.x, NULL FROM t");
         assert_eq!(
             sql,
-            "SELECT NULL AS a, NULL, NULL AS \"?column?\u{1}2\", n.x, m.x, NULL AS \"?column?\u{1}5\" FROM t"
+            "SELECT NULL AS a, NULL, NULL AS \"?column?\u{1}2\", n.x, m.x AS \"x\u{1}4\", NULL AS \"?column?\u{1}5\" FROM t"
+        );
+        // A cast is named after what it casts, in DataFusion as in Postgres.
+        assert_eq!(
+            rewritten("SELECT value, CAST(value AS VARCHAR), (value)::TEXT FROM s"),
+            "SELECT value, CAST(value AS VARCHAR) AS \"value\u{1}1\", (value)::TEXT AS \"value\u{1}2\" FROM s"
         );
         assert_eq!(client_name("?column?\u{1}2"), Some("?column?"));
         assert_eq!(client_name("plain"), None);

@@ -8,24 +8,22 @@
 //! includes, when those are all it reads).
 
 use std::ops::Bound;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use datafusion::arrow::array::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::Result;
 use datafusion::error::DataFusionError;
-use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream, TaskContext};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     ReplaceChildrenOptions,
 };
 use eddy_storage::{IndexDef, KeyRange, RowCodec, Snapshot, Store, TableId};
-use futures::Stream;
 
 /// Rows read from the store per chunk.
 pub const SCAN_CHUNK_ROWS: usize = 8192;
@@ -173,7 +171,7 @@ impl ExecutionPlan for StoredScanExec {
     ) -> Result<SendableRecordBatchStream> {
         let mut ranges = self.ranges.clone();
         ranges.reverse();
-        Ok(Box::pin(ScanStream {
+        let scan = ScanStream {
             store: self.store.clone(),
             snapshot: self.snapshot.clone(),
             table: self.table,
@@ -184,7 +182,28 @@ impl ExecutionPlan for StoredScanExec {
             decode: self.decode.clone(),
             remaining: self.limit.unwrap_or(usize::MAX),
             schema: self.schema.clone(),
-        }))
+        };
+        // A chunk is a blocking read of the store (it waits for a commit in progress) and its
+        // decode: both run on the blocking pool, so that a long scan never holds a runtime
+        // worker, and the other connections (lookups, the writer's INSERTs) go on meanwhile.
+        let chunks = futures::stream::unfold(Some(scan), |scan| async move {
+            let mut scan = scan?;
+            let read = tokio::task::spawn_blocking(move || {
+                let chunk = scan.next_chunk();
+                (scan, chunk)
+            })
+            .await;
+            match read {
+                Ok((scan, Ok(Some(batch)))) => Some((Ok(batch), Some(scan))),
+                Ok((_, Ok(None))) => None,
+                Ok((_, Err(error))) => Some((Err(error), None)),
+                Err(error) => Some((Err(DataFusionError::External(Box::new(error))), None)),
+            }
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            chunks,
+        )))
     }
 }
 
@@ -310,21 +329,6 @@ impl ScanStream {
             }
         };
         Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
-    }
-}
-
-impl Stream for ScanStream {
-    type Item = Result<RecordBatch>;
-
-    fn poll_next(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        // Each chunk is one short read of the store under its lock, so it is read inline.
-        Poll::Ready(self.next_chunk().transpose())
-    }
-}
-
-impl RecordBatchStream for ScanStream {
-    fn schema(&self) -> SchemaRef {
-        self.schema.clone()
     }
 }
 

@@ -11,3 +11,9 @@ SELECT table_schema::text AS s, table_name::text AS t FROM information_schema.ta
 DROP TABLE public.ref_t
 DROP TABLE "Mixed"
 SELECT * FROM ref_t
+-- Repeated output names: a cast is named after what it casts, and both columns are kept.
+CREATE TABLE ref_n (value INT)
+INSERT INTO ref_n VALUES (1), (2)
+SELECT value, CAST(value AS TEXT), (value)::text FROM ref_n ORDER BY 1
+SELECT a.value, b.value FROM ref_n a, ref_n b WHERE a.value = 1 AND b.value = 2
+DROP TABLE ref_n
