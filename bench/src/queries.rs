@@ -90,6 +90,9 @@ pub enum Query {
     /// bids of that window.
     #[value(name = "q7-standard")]
     Q7Standard,
+    /// Average selling price by seller: the mean of each seller's last 10 closing prices (an
+    /// interval join, an aggregate per auction, and an OVER window per seller over it).
+    Q6,
     /// New users: people who opened an auction in the 10 s window they joined in (a window join
     /// of two windowed aggregates).
     Q8,
@@ -147,7 +150,7 @@ impl Query {
     pub fn tables(self) -> &'static [Table] {
         match self {
             Query::Q3 => &[Table::Auction, Table::Person],
-            Query::Q20 | Query::Q4 | Query::Q9 => &[Table::Bid, Table::Auction],
+            Query::Q20 | Query::Q4 | Query::Q6 | Query::Q9 => &[Table::Bid, Table::Auction],
             Query::Q8 => &[Table::Person, Table::Auction],
             _ => &[Table::Bid],
         }
@@ -183,6 +186,14 @@ impl Query {
                    SELECT max(B.price) AS final, A.category FROM auction A, {SOURCE} B \
                    WHERE A.id = B.auction AND B.date_time BETWEEN A.date_time AND A.expires \
                    GROUP BY A.id, A.category) Q GROUP BY Q.category"
+            ),
+            Query::Q6 => format!(
+                "SELECT Q.seller, Q.id, Q.expires, avg(Q.final) OVER ( \
+                   PARTITION BY Q.seller ORDER BY Q.expires, Q.id ROWS BETWEEN 10 PRECEDING AND CURRENT ROW) AS avg \
+                 FROM ( \
+                   SELECT max(B.price) AS final, A.id, A.seller, A.expires FROM auction A, {SOURCE} B \
+                   WHERE A.id = B.auction AND B.date_time BETWEEN A.date_time AND A.expires \
+                   GROUP BY A.id, A.seller, A.expires) Q"
             ),
             Query::Q5Standard => format!(
                 "SELECT AuctionBids.auction, AuctionBids.num FROM ( \
@@ -329,6 +340,7 @@ impl Query {
             | Query::Q3
             | Query::Q20
             | Query::Q4
+            | Query::Q6
             | Query::Q5Standard
             | Query::Q7Standard
             | Query::Q8

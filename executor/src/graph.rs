@@ -343,6 +343,15 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                     self.store.as_ref(),
                 )?)
             }
+            NodeKind::OverWindow(over) => {
+                let table = self.state_id()?;
+                Box::new(crate::over_window::OverWindowOperator::new(
+                    (**over).clone(),
+                    table,
+                    node.schema.clone(),
+                    self.store.as_ref(),
+                )?)
+            }
             NodeKind::Union(union) => {
                 Box::new(UnionOperator::new((**union).clone(), node.schema.clone()))
             }

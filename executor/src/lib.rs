@@ -28,6 +28,7 @@ pub mod join;
 pub mod late_rows;
 pub mod operator;
 pub mod operators;
+pub mod over_window;
 pub mod partition;
 pub mod state_size;
 pub mod stats;

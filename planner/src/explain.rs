@@ -6,7 +6,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use crate::stream::{
     AggregatePlan, JoinOutputKey, JoinPlan, NodeKind, StreamNode, StreamPlan, WatermarkColumn,
 };
-use crate::stream::{AsofOrder, RankKind, TopNPlan};
+use crate::stream::{AsofOrder, OverWindowPlan, RankKind, TopNPlan};
 use crate::window::{WindowKind, WindowSpec};
 
 /// A duration in microseconds, as short as it stays exact (`10s`, `1500ms`, `1m`).
@@ -223,6 +223,7 @@ impl Writer<'_> {
                 ));
             }
             NodeKind::TopN(top) => self.top_n(top, &pad, tables[0]),
+            NodeKind::OverWindow(over) => self.over_window(over, &pad, tables[0]),
             NodeKind::Union(union) => {
                 let clocks = if union.clocks.is_empty() {
                     "no watermark".to_string()
@@ -258,6 +259,55 @@ impl Writer<'_> {
         for input in &node.inputs {
             self.node(input, depth + 1);
         }
+    }
+
+    fn over_window(&mut self, over: &OverWindowPlan, pad: &str, table: usize) {
+        let list = |exprs: Vec<String>| exprs.join(", ");
+        let functions = list(
+            over.functions
+                .iter()
+                .map(|f| f.name().to_string())
+                .collect(),
+        );
+        let partitions = if over.partition_by.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " per ({})",
+                list(over.partition_by.iter().map(|e| e.to_string()).collect())
+            )
+        };
+        let order = list(over.order_by.iter().map(|e| e.to_string()).collect());
+        self.lines.push(format!(
+            "{pad}OverWindow{partitions} by {order}: {functions}"
+        ));
+        let state = match (&over.final_rows, &over.general_reason) {
+            (Some(f), _) => {
+                let kept = if f.history.all {
+                    "every row of each partition".to_string()
+                } else {
+                    let mut reach = vec![format!("the last {} rows", f.history.rows)];
+                    if let Some(micros) = f.history.micros {
+                        reach.push(format!("the rows of the last {micros} µs"));
+                    }
+                    format!("{} of each partition", reach.join(" and "))
+                };
+                let waits = if f.following > 0 {
+                    format!(" and {} final rows after it", f.following)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "emits each row once, when the watermark passes its time{waits}; keeps {kept}"
+                )
+            }
+            (None, reason) => format!(
+                "general form ({}): keeps every row, a change recomputes its partition and updates the rows whose values changed",
+                reason.as_deref().unwrap_or("")
+            ),
+        };
+        self.lines
+            .push(format!("{pad}    state: table {table} ({state})"));
     }
 
     fn top_n(&mut self, top: &TopNPlan, pad: &str, table: usize) {

@@ -12,12 +12,13 @@
 //! join derives a clock of its own where its output is bounded by both inputs.
 //!
 //! One file per operator: [`input`] (tables, sources, views and window TVFs), [`project`]
-//! (projections and filters), [`aggregate`], [`join`], [`union`].
+//! (projections and filters), [`aggregate`], [`join`], [`union`], [`top_n`], [`over_window`].
 
 mod aggregate;
 mod input;
 mod join;
 mod join_bounds;
+mod over_window;
 mod project;
 mod temporal;
 mod top_n;
@@ -36,6 +37,7 @@ use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 pub use aggregate::{AggregatePlan, SessionWindow, WindowBound};
 pub use join::{JoinClock, JoinOutputKey, JoinPlan, JoinSideInfo};
 pub use join_bounds::Eviction;
+pub use over_window::{FinalRows, History, OverWindowPlan};
 pub use temporal::{AsofOrder, AsofPlan, LookupPlan};
 pub use top_n::{PartitionClose, RankKind, TopNPlan};
 pub use union::UnionPlan;
@@ -145,6 +147,8 @@ pub enum NodeKind {
     Union(Box<UnionPlan>),
     /// `ORDER BY ... LIMIT` and ranks bounded per partition.
     TopN(Box<TopNPlan>),
+    /// Window functions `OVER (PARTITION BY ... ORDER BY ...)`.
+    OverWindow(Box<OverWindowPlan>),
 }
 
 /// One incremental operator and the inputs it reads (none for an input, two for a join).
@@ -179,7 +183,7 @@ impl StreamNode {
     /// How many state tables this node's operator keeps (aggregates one, joins one per side).
     pub fn state_tables(&self) -> usize {
         match &self.kind {
-            NodeKind::Aggregate(_) | NodeKind::TopN(_) => 1,
+            NodeKind::Aggregate(_) | NodeKind::TopN(_) | NodeKind::OverWindow(_) => 1,
             NodeKind::Join(_) | NodeKind::Asof(_) => 2,
             _ => 0,
         }
@@ -284,6 +288,7 @@ impl StreamPlan {
                 NodeKind::Aggregate(agg) => agg.unbounded_state(&node.inputs[0], self),
                 NodeKind::Join(join) => join.unbounded_state(),
                 NodeKind::TopN(top) => top.unbounded_state().into_iter().collect(),
+                NodeKind::OverWindow(over) => over.unbounded_state().into_iter().collect(),
                 NodeKind::Asof(asof) if !asof.final_rows => vec![format!(
                     "the ASOF join keeps every row of both inputs ({} and {}) forever, to re-match them when the other side changes",
                     asof.left.reads.join(", "),
@@ -384,6 +389,7 @@ pub fn plan_stream(
         NodeKind::Join(j) => j.evictions.iter().all(Option::is_some),
         NodeKind::Asof(a) => a.final_rows,
         NodeKind::TopN(t) => t.emit_on_close,
+        NodeKind::OverWindow(o) => o.final_rows.is_some(),
         _ => false,
     };
     if emit_on_window_close && !planned.any_node(closes) {
@@ -430,6 +436,7 @@ impl Planner<'_> {
             LogicalPlan::Union(union) => self.plan_union(union),
             LogicalPlan::Limit(limit) => self.plan_limit(limit),
             LogicalPlan::Sort(sort) => self.plan_sort(sort),
+            LogicalPlan::Window(window) => self.plan_over_window(window),
             other => Err(PlanError::NotSupported(format!(
                 "{} in a materialized view",
                 node_kind(other)
