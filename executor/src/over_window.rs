@@ -45,6 +45,9 @@ struct Partition {
 /// One output row change: (insert, row, function values).
 type Change = (bool, Box<[u8]>, Box<[u8]>);
 
+/// Per partition, the encoded function values of its evaluated rows, in order.
+type Evaluated = Vec<(Box<[u8]>, Vec<Box<[u8]>>)>;
+
 pub struct OverWindowOperator {
     plan: OverWindowPlan,
     table: TableId,
@@ -212,7 +215,7 @@ impl OverWindowOperator {
         &self,
         partitions: &[Box<[u8]>],
         include: impl Fn(&Held) -> bool,
-    ) -> Result<Vec<(Box<[u8]>, Vec<Box<[u8]>>)>> {
+    ) -> Result<Evaluated> {
         let mut rows: Vec<&[u8]> = Vec::new();
         let mut spans = Vec::new();
         for partition in partitions {
