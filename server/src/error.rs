@@ -181,8 +181,27 @@ impl From<DataFusionError> for ServerError {
             DataFusionError::Execution(m) if m.contains("Divide by zero") => "22012",
             DataFusionError::Execution(m) if m.contains("Cast error") => "22P02",
             DataFusionError::Execution(_) => "22000",
+            // Operands no operator takes (`int BETWEEN timestamp AND ...`): DataFusion's
+            // coercion reports it as an internal error; Postgres says the operator does not exist.
+            DataFusionError::Internal(m) if m.starts_with("Failed to coerce types") => {
+                return ServerError::new("42883", m.clone());
+            }
             _ => "XX000",
         };
         ServerError::new(code, message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operands_no_operator_takes_are_42883_not_internal() {
+        let error = ServerError::from(DataFusionError::Internal(
+            "Failed to coerce types Int64 and Timestamp(ns) in BETWEEN expression".into(),
+        ));
+        assert_eq!(error.code, "42883");
+        assert!(!error.message.contains("bug"), "{}", error.message);
     }
 }
