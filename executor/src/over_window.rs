@@ -137,28 +137,19 @@ impl OverWindowOperator {
         let corrupt = || StorageError::Corrupt(format!("OVER window state row in table {table}"));
         let mut loaded = Vec::new();
         for (key, value) in store.scan_table(table)? {
-            if value.len() < 9 || key.len() < 2 {
+            let row = crate::partition::split_ordered(&key, &value).ok_or_else(corrupt)?;
+            let Some((&emitted, row_bytes)) = row.rest.split_first() else {
                 return Err(corrupt().into());
-            }
-            let partition_len =
-                u32::from_le_bytes(value[..4].try_into().map_err(|_| corrupt())?) as usize;
-            let order_len =
-                u32::from_le_bytes(value[4..8].try_into().map_err(|_| corrupt())?) as usize;
-            let rest = &key[2..];
-            if rest.len() < partition_len + order_len {
-                return Err(corrupt().into());
-            }
-            let (partition, rest) = rest.split_at(partition_len);
-            let (order, row_key) = rest.split_at(order_len);
+            };
             self.row_size.observe(
                 key.len() + value.len() + crate::state_size::ENTRY_OVERHEAD,
                 1,
             );
             loaded.push((
-                Box::<[u8]>::from(partition),
-                (Box::<[u8]>::from(order), Box::<[u8]>::from(row_key)),
-                value[8] != 0,
-                Box::<[u8]>::from(&value[9..]),
+                Box::<[u8]>::from(row.partition),
+                (Box::<[u8]>::from(row.order), Box::<[u8]>::from(row.row_key)),
+                emitted != 0,
+                Box::<[u8]>::from(row_bytes),
             ));
         }
         for rows in loaded.chunks(4096) {
@@ -488,11 +479,7 @@ impl Operator for OverWindowOperator {
         let (mut measured, mut kept) = (0, 0);
         let general = self.plan.final_rows.is_none();
         for (partition, place) in self.dirty.drain() {
-            let mut key = Vec::with_capacity(2 + partition.len() + place.0.len() + place.1.len());
-            key.extend_from_slice(&crate::partition::partition(&partition).to_be_bytes());
-            key.extend_from_slice(&partition);
-            key.extend_from_slice(&place.0);
-            key.extend_from_slice(&place.1);
+            let key = crate::partition::ordered_key(&partition, &place.0, &place.1);
             match self
                 .partitions
                 .get(&partition)
@@ -501,9 +488,8 @@ impl Operator for OverWindowOperator {
                 Some(held) => {
                     measured += key.len() + held.row.len() + crate::state_size::ENTRY_OVERHEAD;
                     kept += 1;
-                    let mut value = Vec::with_capacity(9 + held.row.len());
-                    value.extend_from_slice(&(partition.len() as u32).to_le_bytes());
-                    value.extend_from_slice(&(place.0.len() as u32).to_le_bytes());
+                    let mut value =
+                        crate::partition::ordered_value(&partition, &place.0, 1 + held.row.len());
                     // The general form emits every row it holds at once.
                     value.push(u8::from(general || held.emitted.is_some()));
                     value.extend_from_slice(&held.row);

@@ -127,26 +127,14 @@ impl TopNOperator {
         let corrupt = || StorageError::Corrupt(format!("top-N state row in table {table}"));
         let mut loaded = Vec::new();
         for (key, value) in store.scan_table(table)? {
-            if value.len() < 8 || key.len() < 2 {
-                return Err(corrupt().into());
-            }
-            let partition_len =
-                u32::from_le_bytes(value[..4].try_into().map_err(|_| corrupt())?) as usize;
-            let order_len =
-                u32::from_le_bytes(value[4..8].try_into().map_err(|_| corrupt())?) as usize;
-            let rest = &key[2..];
-            if rest.len() < partition_len + order_len {
-                return Err(corrupt().into());
-            }
-            let (partition, rest) = rest.split_at(partition_len);
-            let (order, row_key) = rest.split_at(order_len);
+            let row = crate::partition::split_ordered(&key, &value).ok_or_else(corrupt)?;
             let bytes = key.len() + value.len() + crate::state_size::ENTRY_OVERHEAD;
             self.row_size.observe(bytes, 1);
             loaded.push((
-                partition.to_vec(),
-                order.to_vec(),
-                row_key.to_vec(),
-                value[8..].to_vec(),
+                row.partition.to_vec(),
+                row.order.to_vec(),
+                row.row_key.to_vec(),
+                row.rest.to_vec(),
             ));
         }
         for rows in loaded.chunks(4096) {
@@ -425,11 +413,7 @@ impl Operator for TopNOperator {
     ) -> Result<()> {
         let (mut measured, mut kept) = (0, 0);
         for (partition, place) in self.dirty.drain() {
-            let mut key = Vec::with_capacity(2 + partition.len() + place.0.len() + place.1.len());
-            key.extend_from_slice(&crate::partition::partition(&partition).to_be_bytes());
-            key.extend_from_slice(&partition);
-            key.extend_from_slice(&place.0);
-            key.extend_from_slice(&place.1);
+            let key = crate::partition::ordered_key(&partition, &place.0, &place.1);
             match self
                 .partitions
                 .get(&partition)
@@ -441,9 +425,8 @@ impl Operator for TopNOperator {
                         + row.len()
                         + crate::state_size::ENTRY_OVERHEAD;
                     kept += 1;
-                    let mut value = Vec::with_capacity(8 + row.len());
-                    value.extend_from_slice(&(partition.len() as u32).to_le_bytes());
-                    value.extend_from_slice(&(place.0.len() as u32).to_le_bytes());
+                    let mut value =
+                        crate::partition::ordered_value(&partition, &place.0, row.len());
                     value.extend_from_slice(row);
                     epoch.put(self.table, &key, value);
                 }
