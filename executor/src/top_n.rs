@@ -264,18 +264,23 @@ impl TopNOperator {
 }
 
 /// The changes between a partition's old and new top: deletes of rows that left or changed
-/// rank, then inserts of rows that entered or changed rank.
+/// (rank or values: an UPDATE of a column outside the ORDER BY keeps the place), then inserts
+/// of rows that entered or changed.
 fn top_changes(old: Vec<Ranked>, new: &[Ranked]) -> Vec<(bool, Box<[u8]>, u64)> {
-    let new_ranks: HashMap<&Place, u64> = new.iter().map(|(p, r, _)| (p, *r)).collect();
-    let old_ranks: HashMap<Place, u64> = old.iter().map(|(p, r, _)| (p.clone(), *r)).collect();
+    let new_rows: HashMap<&Place, (u64, &[u8])> =
+        new.iter().map(|(p, r, row)| (p, (*r, &row[..]))).collect();
+    let old_rows: HashMap<Place, (u64, Box<[u8]>)> = old
+        .iter()
+        .map(|(p, r, row)| (p.clone(), (*r, row.clone())))
+        .collect();
     let mut changes = Vec::new();
     for (place, rank, row) in old {
-        if new_ranks.get(&place) != Some(&rank) {
+        if new_rows.get(&place) != Some(&(rank, &row[..])) {
             changes.push((false, row, rank));
         }
     }
     for (place, rank, row) in new {
-        if old_ranks.get(place) != Some(rank) {
+        if old_rows.get(place).map(|(r, b)| (*r, &b[..])) != Some((*rank, &row[..])) {
             changes.push((true, row.clone(), *rank));
         }
     }
