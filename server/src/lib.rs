@@ -22,7 +22,8 @@
 //! - [`copy`]: `COPY ... TO STDOUT`.
 //! - [`pg_catalog`], [`pg_keys`], [`pg_functions`], [`pg_text_functions`] and
 //!   [`information_schema`]: what drivers and BI tools read about the database;
-//!   [`pg_json`] (`->`, `->>`), [`pg_typeof`] and [`pg_sizes`]; [`pg_foreign`]: sources as
+//!   [`pg_json`] (`->`, `->>`), [`pg_interval_arithmetic`] (`interval * number`),
+//!   [`pg_typeof`] and [`pg_sizes`]; [`pg_foreign`]: sources as
 //!   foreign tables.
 //! - [`database`]: statement dispatch — DDL and DML to the engine, queries to DataFusion.
 //! - [`create_table_as`]: `CREATE TABLE ... AS SELECT`.
@@ -69,6 +70,7 @@ pub mod pg_encoding;
 pub mod pg_foreign;
 pub mod pg_functions;
 pub mod pg_indexes;
+pub mod pg_interval_arithmetic;
 pub mod pg_json;
 pub mod pg_keys;
 pub mod pg_sizes;

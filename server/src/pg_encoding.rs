@@ -119,6 +119,10 @@ pub fn encode_rows<E: Encoder>(
     for row in 0..batch.num_rows() {
         for (index, column) in columns.iter().enumerate() {
             match column {
+                // arrow-pg sends a NULL interval as a zero interval: every NULL is sent here.
+                Column::Arrow if batch.column(index).is_null(row) => {
+                    encoder.encode_field(&None::<Rendered>, &fields[index])?
+                }
                 Column::Arrow => encode_value(
                     encoder,
                     batch.column(index),

@@ -5,3 +5,6 @@ SELEC 1
 SELECT current_setting('no_such_setting')
 SELECT current_setting('jit')
 SELECT 'abc'::int
+SELECT INTERVAL '1 day' / 0
+SELECT INTERVAL '1 month' * 1e12
+SELECT INTERVAL '1 day' * INTERVAL '1 day'

@@ -24,6 +24,10 @@ SET TimeZone = 'UTC'
 -- Intervals as Eddy prints them, read back.
 SELECT INTERVAL '1 day 02:03:04' AS a, INTERVAL '-1 days -02:00:00' AS b, INTERVAL '25:00:00' AS c
 SELECT INTERVAL '1 year 2 mons 3 days 04:05:06.789' AS a
+-- Intervals scaled by numbers: fractions of months carried to days, of days to time.
+SELECT 3 * INTERVAL '20 seconds' AS a, INTERVAL '1 month' * 1.5 AS b, INTERVAL '1 day 02:03:04' / 2 AS c
+SELECT INTERVAL '1 mon' * -0.5 AS a, 2.5 * INTERVAL '1 day' AS b, INTERVAL '1 year' / 7 AS c
+SELECT CAST(4 AS DOUBLE PRECISION) * INTERVAL '1 hour' AS a, INTERVAL '1 hour' * CAST(NULL AS INT) AS b
 -- bytea input in hex.
 SELECT '\xdeadbeef'::bytea AS a, '\x00ff'::bytea AS b
 -- Booleans, integers, text.
