@@ -82,6 +82,7 @@ pub mod portal_execute;
 pub mod protocol_statements;
 pub mod provider;
 pub mod query_memory;
+pub mod scan_admission;
 pub mod restore;
 pub mod result_formats;
 pub mod result_stream;
