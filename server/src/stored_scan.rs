@@ -349,7 +349,10 @@ impl ScanStream {
                 let included = index
                     .decode_included(rows.iter().map(|(_, v)| v.as_slice()))
                     .map_err(external)?;
-                let keys = match (columns.iter().any(|c| matches!(c, EntryColumn::BaseKey(_))), &self.key_codec) {
+                let keys = match (
+                    columns.iter().any(|c| matches!(c, EntryColumn::BaseKey(_))),
+                    &self.key_codec,
+                ) {
                     (false, _) => None,
                     (true, Some(codec)) => Some(
                         codec

@@ -259,7 +259,10 @@ async fn an_index_builds_over_several_epochs_while_writes_go_on() {
         .await
         .unwrap();
     let epochs = committed_epoch(&client).await - before;
-    assert!(epochs >= 3, "the build of {ROWS} rows took {epochs} epoch(s)");
+    assert!(
+        epochs >= 3,
+        "the build of {ROWS} rows took {epochs} epoch(s)"
+    );
 
     // With a writer replacing rows (their indexed `v` changes) and deleting some, all over
     // the key range, before and after each row's chunk is backfilled.
@@ -326,5 +329,8 @@ async fn an_index_builds_over_several_epochs_while_writes_go_on() {
         .await
         .unwrap();
     let (changed, total): (i64, i64) = (row.get(0), row.get(1));
-    assert!(changed > 0 && total < ROWS, "{changed} rows changed, {total} rows left");
+    assert!(
+        changed > 0 && total < ROWS,
+        "{changed} rows changed, {total} rows left"
+    );
 }

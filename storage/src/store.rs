@@ -199,9 +199,9 @@ impl Store for SledStore {
                     .collect();
                 let mut found = Vec::with_capacity(keys.len());
                 for handle in handles {
-                    let part = handle.join().map_err(|_| {
-                        crate::StorageError::Corrupt("a key read panicked".into())
-                    })?;
+                    let part = handle
+                        .join()
+                        .map_err(|_| crate::StorageError::Corrupt("a key read panicked".into()))?;
                     found.extend(part?);
                 }
                 Ok::<_, crate::StorageError>(found)
