@@ -247,7 +247,7 @@ async fn an_index_builds_over_several_epochs_while_writes_go_on() {
         .batch_execute(&format!(
             "CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT);
              CREATE MATERIALIZED VIEW total AS SELECT count(*) AS n FROM t;
-             INSERT INTO t SELECT value, value FROM generate_series(0, {} - 1);",
+             INSERT INTO t SELECT value, value + 0 AS v FROM generate_series(0, {} - 1);",
             ROWS
         ))
         .await
@@ -312,8 +312,8 @@ async fn an_index_builds_over_several_epochs_while_writes_go_on() {
     // those of the rows, for the changed rows (v <= 0) and the others.
     for filter in ["v <= 0", "v > 0", "v BETWEEN -1000000000 AND 1000000000"] {
         let query = format!(
-            "SELECT (SELECT count(*) FROM t WHERE {filter}), (SELECT sum(v) FROM t WHERE {filter}),
-                    (SELECT count(*) FROM t WHERE {unindexed}), (SELECT sum(v) FROM t WHERE {unindexed})",
+            "SELECT (SELECT count(*) FROM t WHERE {filter}) AS a, (SELECT sum(v) FROM t WHERE {filter}) AS b,
+                    (SELECT count(*) FROM t WHERE {unindexed}) AS c, (SELECT sum(v) FROM t WHERE {unindexed}) AS d",
             unindexed = filter.replace('v', "(v + 0)")
         );
         let row = client.query_one(&query, &[]).await.unwrap();
@@ -323,7 +323,7 @@ async fn an_index_builds_over_several_epochs_while_writes_go_on() {
     }
     let row = client
         .query_one(
-            "SELECT (SELECT count(*) FROM t WHERE v <= 0), (SELECT n FROM total)",
+            "SELECT (SELECT count(*) FROM t WHERE v <= 0) AS changed, (SELECT n FROM total) AS total",
             &[],
         )
         .await
