@@ -93,6 +93,8 @@ pub struct Database {
     pub(crate) reads: RwLock<HashMap<String, Vec<String>>>,
     /// The indexes of tables and views.
     pub(crate) indexes: Arc<crate::indexes::IndexRegistry>,
+    /// Permits for full scans (see `scan_admission`).
+    pub(crate) scans: Arc<crate::scan_admission::ScanAdmission>,
     /// The memory one query may use (`--query-memory-limit`), shared with the checked
     /// functions.
     query_memory_limit: Arc<std::sync::atomic::AtomicUsize>,
@@ -151,6 +153,7 @@ impl Database {
             window_tables,
             reads: RwLock::new(HashMap::new()),
             indexes: Arc::default(),
+            scans: Arc::default(),
             query_memory_limit,
         });
         // Before the restore: stored statements may use the Postgres types it adds (JSONB).
@@ -252,6 +255,11 @@ impl Database {
     }
 
     /// Sets the memory one query may use.
+    /// How many full scans (no key or index range, no LIMIT) read at once; others queue.
+    pub fn set_max_concurrent_scans(&self, scans: usize) {
+        self.scans.set_limit(scans);
+    }
+
     pub fn set_query_memory_limit(&self, bytes: usize) {
         self.query_memory_limit
             .store(bytes, std::sync::atomic::Ordering::Relaxed);
@@ -521,7 +529,8 @@ impl Database {
     pub(crate) fn register_table(&self, def: TableDef, id: TableId) -> Result<()> {
         let mut table =
             StoredTable::new(self.store.clone(), id, def.schema.clone(), TableType::Base)?
-                .with_indexes(self.indexes.clone());
+                .with_indexes(self.indexes.clone())
+                .with_admission(self.scans.clone());
         if let TableKey::PrimaryKey(columns) = &def.key {
             table = table.with_key(def.key_fields(), columns.clone())?;
         }

@@ -88,6 +88,7 @@ pub mod restore;
 pub mod result_formats;
 pub mod result_stream;
 pub mod rewrite;
+pub mod scan_admission;
 pub mod session;
 pub mod sources;
 pub mod stored_scan;

@@ -67,6 +67,11 @@ struct Args {
     /// the view fails alone (53200 on reads; see `eddy_catalog.materialized_views`).
     #[arg(long, env = "EDDY_VIEW_STATE_MEMORY_LIMIT", default_value = "4GiB", value_parser = eddy_server::limits::parse_size)]
     view_state_memory_limit: usize,
+    /// Full scans (reads of every row of a table or view: no key or index range, no LIMIT)
+    /// that read at once; the others wait their turn, while narrowed reads never wait.
+    /// Default: one per four cores, at least one.
+    #[arg(long, env = "EDDY_MAX_CONCURRENT_SCANS")]
+    max_concurrent_scans: Option<usize>,
     /// The memory all views' state may hold together: past it the largest view fails.
     #[arg(long, env = "EDDY_STATE_MEMORY_LIMIT", default_value = "8GiB", value_parser = eddy_server::limits::parse_size)]
     state_memory_limit: usize,
@@ -148,6 +153,9 @@ async fn serve() -> anyhow::Result<()> {
         epoch: db.engine().committed_epoch(),
     });
     db.set_query_memory_limit(args.query_memory_limit);
+    if let Some(scans) = args.max_concurrent_scans {
+        db.set_max_concurrent_scans(scans);
+    }
     if args.demo {
         eddy_server::demo::install(&db)
             .await

@@ -15,7 +15,8 @@ use datafusion::physical_plan::ExecutionPlan;
 use eddy_storage::{IndexDef, KeyRange, RowCodec, Snapshot, Store, TableId};
 
 use crate::key_ranges::{key_ranges, KeyLayout};
-use crate::stored_scan::{projected_schema, Decode, ScanSpec, StoredScanExec};
+use crate::scan_admission::ScanAdmission;
+use crate::stored_scan::{projected_schema, Decode, EntryColumn, ScanSpec, StoredScanExec};
 
 /// Tells whether a view has failed (a read then answers its error).
 pub type FailureCheck = Arc<dyn Fn() -> Option<eddy_storage::ViewFailure> + Send + Sync>;
@@ -46,6 +47,8 @@ pub struct StoredTable {
     indexes: Option<Arc<crate::indexes::IndexRegistry>>,
     /// For a view: its name and how to learn whether it failed.
     failure: Option<(String, FailureCheck)>,
+    /// Where full scans wait for their turn.
+    admission: Option<Arc<ScanAdmission>>,
 }
 
 impl std::fmt::Debug for StoredTable {
@@ -71,6 +74,7 @@ impl StoredTable {
             table_type,
             indexes: None,
             failure: None,
+            admission: None,
         })
     }
 
@@ -98,6 +102,12 @@ impl StoredTable {
     /// Lets reads use the indexes of these rows.
     pub fn with_indexes(mut self, indexes: Arc<crate::indexes::IndexRegistry>) -> Self {
         self.indexes = Some(indexes);
+        self
+    }
+
+    /// Makes full scans of these rows wait for a permit of `admission`.
+    pub fn with_admission(mut self, admission: Arc<ScanAdmission>) -> Self {
+        self.admission = Some(admission);
         self
     }
 
@@ -193,10 +203,24 @@ impl TableProvider for StoredTable {
         if ranges.is_none() {
             if let Some((found, index_ranges)) = self.index_for(filters) {
                 if let (Some(columns), Decode::Rows(_)) = (projection, &decode) {
+                    // An entry holds the indexed and included columns and the base row's key:
+                    // when those are all the query reads, the base rows are not read at all.
                     let stored = found.stored_columns();
-                    let included: Option<Vec<usize>> = columns
+                    let key_columns = self.key.as_ref().map(|(layout, _)| &layout.columns);
+                    let included: Option<Vec<EntryColumn>> = columns
                         .iter()
-                        .map(|c| stored.iter().position(|i| i == c))
+                        .map(|c| {
+                            stored
+                                .iter()
+                                .position(|i| i == c)
+                                .map(EntryColumn::Stored)
+                                .or_else(|| {
+                                    key_columns?
+                                        .iter()
+                                        .position(|k| k == c)
+                                        .map(EntryColumn::BaseKey)
+                                })
+                        })
                         .collect();
                     if let Some(included) = included {
                         decode = Decode::Included(included);
@@ -206,6 +230,11 @@ impl TableProvider for StoredTable {
                 index = Some(found);
             }
         }
+        // Narrowed reads (a key or index range, a LIMIT) end soon: only full scans queue.
+        let admission = match (&ranges, limit) {
+            (None, None) => self.admission.clone(),
+            _ => None,
+        };
         Ok(Arc::new(StoredScanExec::new(ScanSpec {
             store: self.store.clone(),
             snapshot,
@@ -216,6 +245,7 @@ impl TableProvider for StoredTable {
             index,
             decode,
             limit,
+            admission,
             schema: projected_schema(&schema, projection)?,
         })))
     }

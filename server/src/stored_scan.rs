@@ -25,6 +25,8 @@ use datafusion::physical_plan::{
 };
 use eddy_storage::{IndexDef, KeyRange, RowCodec, Snapshot, Store, TableId};
 
+use crate::scan_admission::ScanAdmission;
+
 /// Rows read from the store per chunk.
 pub const SCAN_CHUNK_ROWS: usize = 8192;
 
@@ -37,9 +39,18 @@ pub enum Decode {
     Keys(Vec<usize>),
     /// The whole row, then these columns of it (all of them when `None`).
     Rows(Option<Vec<usize>>),
-    /// Read through an index and every column read is included in it: these included
-    /// columns, in output order.
-    Included(Vec<usize>),
+    /// Read through an index and every column read is in its entries: these columns, in
+    /// output order.
+    Included(Vec<EntryColumn>),
+}
+
+/// Where an index entry holds a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryColumn {
+    /// Among the indexed and included columns (see `IndexDef::stored_columns`), at this place.
+    Stored(usize),
+    /// In the base row's key, at this field.
+    BaseKey(usize),
 }
 
 pub struct StoredScanExec {
@@ -53,6 +64,7 @@ pub struct StoredScanExec {
     index: Option<Arc<IndexDef>>,
     decode: Decode,
     limit: Option<usize>,
+    admission: Option<Arc<ScanAdmission>>,
     schema: SchemaRef,
     properties: Arc<PlanProperties>,
 }
@@ -69,6 +81,8 @@ pub struct ScanSpec {
     pub index: Option<Arc<IndexDef>>,
     pub decode: Decode,
     pub limit: Option<usize>,
+    /// For a full scan: where it waits for its turn before reading.
+    pub admission: Option<Arc<ScanAdmission>>,
     /// The scan's output columns.
     pub schema: SchemaRef,
 }
@@ -91,6 +105,7 @@ impl StoredScanExec {
             index: spec.index,
             decode: spec.decode,
             limit: spec.limit,
+            admission: spec.admission,
             schema: spec.schema,
             properties: Arc::new(properties),
         }
@@ -186,15 +201,24 @@ impl ExecutionPlan for StoredScanExec {
         // A chunk is a blocking read of the store (it waits for a commit in progress) and its
         // decode: both run on the blocking pool, so that a long scan never holds a runtime
         // worker, and the other connections (lookups, the writer's INSERTs) go on meanwhile.
-        let chunks = futures::stream::unfold(Some(scan), |scan| async move {
-            let mut scan = scan?;
+        // A full scan waits for its turn before each chunk (see `scan_admission`) and gives
+        // it back after: full scans take turns chunk by chunk, and one whose client is slow
+        // to read (a cursor) holds no turn meanwhile.
+        let admission = self.admission.clone();
+        let chunks = futures::stream::unfold(Some((scan, admission)), |state| async move {
+            let (mut scan, admission) = state?;
+            let permit = match &admission {
+                Some(admission) => admission.admit().await,
+                None => None,
+            };
             let read = tokio::task::spawn_blocking(move || {
                 let chunk = scan.next_chunk();
                 (scan, chunk)
             })
             .await;
+            drop(permit);
             match read {
-                Ok((scan, Ok(Some(batch)))) => Some((Ok(batch), Some(scan))),
+                Ok((scan, Ok(Some(batch)))) => Some((Ok(batch), Some((scan, admission)))),
                 Ok((_, Ok(None))) => None,
                 Ok((_, Err(error))) => Some((Err(error), None)),
                 Err(error) => Some((Err(DataFusionError::External(Box::new(error))), None)),
@@ -262,22 +286,25 @@ impl ScanStream {
         let external = |e: eddy_storage::StorageError| DataFusionError::External(Box::new(e));
         let mut split = Vec::with_capacity(entries.len());
         for (_, value) in &entries {
-            let (base_key, included) = IndexDef::split_value(value).map_err(external)?;
-            split.push((base_key.to_vec(), included.to_vec()));
+            split.push(IndexDef::split_value(value).map_err(external)?);
         }
         if !matches!(self.decode, Decode::Rows(_)) {
-            return Ok(split);
+            return Ok(split
+                .into_iter()
+                .map(|(key, included)| (key.to_vec(), included.to_vec()))
+                .collect());
         }
-        let keys: Vec<&[u8]> = split.iter().map(|(key, _)| key.as_slice()).collect();
+        // The whole chunk's rows in one multi-key read (in key order within the store).
+        let keys: Vec<&[u8]> = split.iter().map(|(key, _)| *key).collect();
         let values = self
             .store
             .read_keys(&self.snapshot, self.table, &keys)
             .map_err(external)?;
         // An entry and its row commit together, so a snapshot holds both or neither.
-        split
-            .into_iter()
+        keys.into_iter()
             .zip(values)
-            .map(|((key, _), value)| {
+            .map(|(key, value)| {
+                let key = key.to_vec();
                 value.map(|value| (key, value)).ok_or_else(|| {
                     DataFusionError::Internal("an index entry without its row".into())
                 })
@@ -322,10 +349,32 @@ impl ScanStream {
                 let included = index
                     .decode_included(rows.iter().map(|(_, v)| v.as_slice()))
                     .map_err(external)?;
+                let keys = match (
+                    columns.iter().any(|c| matches!(c, EntryColumn::BaseKey(_))),
+                    &self.key_codec,
+                ) {
+                    (false, _) => None,
+                    (true, Some(codec)) => Some(
+                        codec
+                            .decode(rows.iter().map(|(k, _)| k.as_slice()))
+                            .map_err(external)?,
+                    ),
+                    (true, None) => {
+                        return Err(DataFusionError::Internal(
+                            "a base key column without a key codec".into(),
+                        ))
+                    }
+                };
                 columns
                     .iter()
-                    .map(|&i| included.column(i).clone())
-                    .collect()
+                    .map(|column| match (column, &keys) {
+                        (EntryColumn::Stored(i), _) => Ok(included.column(*i).clone()),
+                        (EntryColumn::BaseKey(i), Some(keys)) => Ok(keys.column(*i).clone()),
+                        (EntryColumn::BaseKey(_), None) => Err(DataFusionError::Internal(
+                            "base key columns not decoded".into(),
+                        )),
+                    })
+                    .collect::<Result<Vec<_>>>()?
             }
         };
         Ok(RecordBatch::try_new(self.schema.clone(), columns)?)

@@ -160,7 +160,8 @@ impl Database {
         let check = Arc::new(move || engine.view_failure(&view));
         let mut table = StoredTable::new(self.store.clone(), id, schema, TableType::View)?
             .with_failure_check(name.clone(), check)
-            .with_indexes(self.indexes.clone());
+            .with_indexes(self.indexes.clone())
+            .with_admission(self.scans.clone());
         if let Some(columns) = &info.key_columns {
             table = table.with_key(info.key_fields.clone(), columns.clone())?;
         }

@@ -169,18 +169,64 @@ impl Store for SledStore {
         keys: &[&[u8]],
     ) -> Result<Vec<Option<Vec<u8>>>> {
         let versions = self.versions.read();
-        keys.iter()
-            .map(|key| {
-                let key = crate::keys::table_key(table, key);
-                let current = self.tree.get(&key)?.map(|v| v.to_vec());
-                Ok(versions.value_at(snapshot, &key, current))
-            })
-            .collect()
+        // In key order, so that neighbouring keys descend the tree along the same path and
+        // share the pages it just loaded; the values go back to the callers' order.
+        let mut order: Vec<usize> = (0..keys.len()).collect();
+        order.sort_unstable_by_key(|&i| keys[i]);
+        let get_sorted = |part: &[usize]| -> Result<Vec<(usize, Option<Vec<u8>>)>> {
+            let mut key = table_prefix(table).to_vec();
+            part.iter()
+                .map(|&i| {
+                    key.truncate(4);
+                    key.extend_from_slice(keys[i]);
+                    let current = self.tree.get(&key)?.map(|v| v.to_vec());
+                    Ok((i, versions.value_at(snapshot, &key, current)))
+                })
+                .collect()
+        };
+        // A large batch of keys mostly misses sled's page cache, and every miss reads and
+        // decodes a page: split it over the cores. The lock is held here throughout, so every
+        // part reads the same commit.
+        let parts = read_parallelism(keys.len());
+        let found = if parts <= 1 {
+            get_sorted(&order)?
+        } else {
+            let size = order.len().div_ceil(parts);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = order
+                    .chunks(size)
+                    .map(|part| scope.spawn(|| get_sorted(part)))
+                    .collect();
+                let mut found = Vec::with_capacity(keys.len());
+                for handle in handles {
+                    let part = handle
+                        .join()
+                        .map_err(|_| crate::StorageError::Corrupt("a key read panicked".into()))?;
+                    found.extend(part?);
+                }
+                Ok::<_, crate::StorageError>(found)
+            })?
+        };
+        let mut values = vec![None; keys.len()];
+        for (i, value) in found {
+            values[i] = value;
+        }
+        Ok(values)
     }
 
     fn snapshot_bytes(&self) -> usize {
         self.versions.kept_bytes()
     }
+}
+
+/// Keys one thread of a multi-key read takes at least: below this a thread costs more than
+/// it saves.
+const KEYS_PER_READ_THREAD: usize = 256;
+
+/// How many threads read `keys` keys (at most the cores, and 4).
+fn read_parallelism(keys: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (keys / KEYS_PER_READ_THREAD).clamp(1, cores.min(4))
 }
 
 fn strip_prefix(rows: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<(Vec<u8>, Vec<u8>)> {

@@ -31,6 +31,9 @@ impl Engine {
         let views = std::mem::take(&mut self.views);
         let sources = std::mem::take(&mut self.sources);
         let plain_views = std::mem::take(&mut self.plain_views);
+        // An index still being built has no catalog entry yet: its build starts over only if
+        // its CREATE INDEX is run again.
+        let abandoned = self.abandon_index_builds("the engine reloaded its last commit");
         let indexes = std::mem::take(&mut self.indexes);
         let mut entries: Vec<(CatalogEntry, Restore)> = tables
             .into_values()
@@ -69,6 +72,10 @@ impl Engine {
         entries.sort_by_key(|(entry, _)| entry.seq);
         for (entry, object) in entries {
             self.restore(entry, object)?;
+        }
+        for entry in abandoned {
+            self.remove_entry(&entry)?;
+            self.dirty = true;
         }
         self.publish_stats();
         Ok(())
@@ -157,6 +164,19 @@ impl Engine {
         sql: String,
         ids: usize,
     ) -> Result<CatalogEntry> {
+        let entry = self.allocate_entry(kind, name, sql, ids);
+        entry.write(&mut self.epoch_writes)?;
+        Ok(entry)
+    }
+
+    /// A new catalog entry and its table ids, not written yet.
+    pub(super) fn allocate_entry(
+        &mut self,
+        kind: ObjectKind,
+        name: String,
+        sql: String,
+        ids: usize,
+    ) -> CatalogEntry {
         let table_ids = (0..ids as TableId)
             .map(|i| self.counters.next_table_id + i)
             .collect();
@@ -170,8 +190,7 @@ impl Engine {
             failed: None,
         };
         self.counters.next_catalog_seq += 1;
-        entry.write(&mut self.epoch_writes)?;
-        Ok(entry)
+        entry
     }
     pub(super) fn create_table(
         &mut self,

@@ -489,9 +489,15 @@ impl Engine {
         let mut last_commit = Instant::now();
         let mut last_tick = Instant::now();
         loop {
-            let wait = interval
-                .saturating_sub(last_commit.elapsed())
-                .min(Duration::from_millis(200));
+            // An index build goes on epoch after epoch, a chunk each, with no idle wait.
+            let building = self.building_indexes();
+            let wait = if building {
+                Duration::ZERO
+            } else {
+                interval
+                    .saturating_sub(last_commit.elapsed())
+                    .min(Duration::from_millis(200))
+            };
             // Wait for a command or a batch from any feed, whichever comes first.
             let feeds: Vec<(String, Receiver<SourceEvent>)> = self
                 .feeds
@@ -544,7 +550,7 @@ impl Engine {
                 last_tick = Instant::now();
             }
             let due = last_commit.elapsed() >= interval;
-            if !self.acks.is_empty() || (self.dirty && due) || stop.is_some() {
+            if !self.acks.is_empty() || building || (self.dirty && due) || stop.is_some() {
                 self.guarded(|engine| engine.commit_and_ack());
                 last_commit = Instant::now();
             } else if due {
@@ -626,8 +632,7 @@ impl Engine {
                 include,
                 reply,
             } => {
-                let result = self.create_index(name, sql, relation, columns, include);
-                self.ack_after_commit(reply, result);
+                self.create_index(name, sql, relation, columns, include, reply);
             }
             Command::Rename {
                 old,
@@ -844,6 +849,7 @@ impl Engine {
             COUNTERS,
             serde_json::to_vec(&counters).map_err(eddy_storage::StorageError::from)?,
         );
+        self.step_index_builds(&mut batch)?;
         self.maintain_indexes(&mut batch)?;
         let (bytes, writes) = (batch.bytes() as u64, batch.len() as u64);
         self.store.commit(batch)?;
