@@ -6,7 +6,7 @@
 
 use std::iter::repeat_n;
 
-use datafusion::arrow::array::{new_null_array, Array, ArrayRef, UInt64Array};
+use datafusion::arrow::array::{new_null_array, Array, ArrayRef, RecordBatch, UInt64Array};
 use datafusion::arrow::compute::{cast, concat, concat_batches};
 use eddy_planner::{AggregatePlan, GroupingSetSpec, WindowBound};
 use eddy_storage::RowCodec;
@@ -19,11 +19,7 @@ pub(super) fn grouped_rows(
     chunk: StreamChunk,
 ) -> Result<(StreamChunk, Vec<ArrayRef>)> {
     let rows = chunk.len();
-    let columns = plan
-        .group_exprs
-        .iter()
-        .map(|e| e.evaluate(&chunk.batch)?.into_array(rows))
-        .collect::<Result<Vec<_>, _>>()?;
+    let columns = group_columns(plan, &chunk.batch)?;
     let Some(sets) = &plan.grouping_sets else {
         return Ok((chunk, columns));
     };
@@ -52,6 +48,16 @@ pub(super) fn grouped_rows(
         key_len: chunk.key_len,
     };
     Ok((expanded, group_columns))
+}
+
+/// The GROUP BY expressions' values over a batch.
+pub(super) fn group_columns(plan: &AggregatePlan, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+    let rows = batch.num_rows();
+    Ok(plan
+        .group_exprs
+        .iter()
+        .map(|e| e.evaluate(batch)?.into_array(rows))
+        .collect::<Result<Vec<_>, _>>()?)
 }
 
 /// `rows` copies of the set's grouping id, typed as the plan's grouping id column.

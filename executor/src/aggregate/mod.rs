@@ -31,7 +31,7 @@ use eddy_storage::{EpochBatch, RowCodec, Store, TableId};
 
 use crate::state_size::{SizeEstimate, ENTRY_OVERHEAD};
 use crate::{Barrier, ExecError, Message, Op, Operator, Result, StreamChunk, Watermark};
-use grouping::{grouped_rows, permanent_keys};
+use grouping::{group_columns, grouped_rows, permanent_keys};
 use min_max::RetractableMinMax;
 use state::{rebuild_after_state, StateCodec};
 
