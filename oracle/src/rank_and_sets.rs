@@ -59,7 +59,9 @@ pub(crate) fn grouping_sets(rng: &mut StdRng, table: &str) -> Shape {
         _ => ("GROUPING SETS ((k, k2), (k, k2))", "GROUPING(k)"),
     };
     (
-        format!("SELECT k AS g1, k2 AS g2, count(*) AS n, {x} AS x FROM {table} GROUP BY {group_by}"),
+        format!(
+            "SELECT k AS g1, k2 AS g2, count(*) AS n, {x} AS x FROM {table} GROUP BY {group_by}"
+        ),
         columns(&[("g1", false), ("g2", false), ("n", false), ("x", false)]),
     )
 }

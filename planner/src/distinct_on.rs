@@ -37,9 +37,7 @@ fn rank_filter(on: DistinctOn) -> datafusion::error::Result<LogicalPlan> {
         .select_expr
         .into_iter()
         .zip(on.schema.iter())
-        .map(|(expr, (qualifier, field))| {
-            expr.alias_qualified(qualifier.cloned(), field.name())
-        })
+        .map(|(expr, (qualifier, field))| expr.alias_qualified(qualifier.cloned(), field.name()))
         .collect();
     LogicalPlanBuilder::from(on.input)
         .window(vec![rank])?

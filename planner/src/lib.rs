@@ -41,10 +41,10 @@ pub use error::{PlanError, Result};
 pub use session::SessionPartitionRule;
 pub use statement::{parse_statements, EddyStatement, WatermarkDef};
 pub use stream::{
-    AggregatePlan, GroupingSetSpec, AsofOrder, AsofPlan, FinalRows, History, JoinClock, JoinOutputKey, JoinPlan,
-    JoinSideInfo, LookupPlan, NodeKind, OverWindowPlan, PartitionClose, RankKind, SessionWindow,
-    SourceInfo, StreamCatalog, StreamInput, StreamNode, StreamPlan, TopNPlan, UnionPlan,
-    WatermarkColumn, WindowBound,
+    AggregatePlan, AsofOrder, AsofPlan, FinalRows, GroupingSetSpec, History, JoinClock,
+    JoinOutputKey, JoinPlan, JoinSideInfo, LookupPlan, NodeKind, OverWindowPlan, PartitionClose,
+    RankKind, SessionWindow, SourceInfo, StreamCatalog, StreamInput, StreamNode, StreamPlan,
+    TopNPlan, UnionPlan, WatermarkColumn, WindowBound,
 };
 pub use window::{
     WindowFunction, WindowKind, WindowSpec, WindowTableFunction, WindowTableProvider,

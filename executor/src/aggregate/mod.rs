@@ -95,7 +95,9 @@ impl AggregateOperator {
         for key in permanent {
             // A global aggregate always has its one row, even over no input (count = 0).
             if !operator.groups.contains_key(&key) {
-                operator.groups.insert(key.clone(), operator.new_group(None)?);
+                operator
+                    .groups
+                    .insert(key.clone(), operator.new_group(None)?);
                 operator.dirty.insert(key.clone());
             }
             operator.permanent.insert(key);

@@ -3,12 +3,12 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray, Int64Array};
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use datafusion::functions_aggregate::{min_max::max_udaf, sum::sum_udaf};
 use datafusion::physical_expr::aggregate::AggregateExprBuilder;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::arrow::compute::cast;
 use eddy_planner::{AggregatePlan, GroupingSetSpec};
 use eddy_storage::{EpochBatch, MemStore, Store};
 
@@ -233,7 +233,11 @@ fn barrier_text(operator: &mut AggregateOperator, store: &dyn Store, epoch: u64)
             for text in &texts {
                 let text = text.as_string::<i32>();
                 line.push(' ');
-                line.push_str(if text.is_null(i) { "NULL" } else { text.value(i) });
+                line.push_str(if text.is_null(i) {
+                    "NULL"
+                } else {
+                    text.value(i)
+                });
             }
             lines.push(line);
         }
@@ -274,6 +278,10 @@ fn rollup_counts_each_row_once_per_set_and_keeps_the_total() {
     rows.sort();
     assert_eq!(
         rows,
-        vec!["Delete 2 0 5", "UpdateDelete NULL 1 15", "UpdateInsert NULL 1 10"]
+        vec![
+            "Delete 2 0 5",
+            "UpdateDelete NULL 1 15",
+            "UpdateInsert NULL 1 10"
+        ]
     );
 }

@@ -18,7 +18,9 @@ pub struct GroupingSetSpec {
 }
 
 /// The aggregate's group expressions and its sets, when it groups by grouping sets.
-pub(super) fn grouping_sets(group_expr: &[Expr]) -> Result<Option<(Vec<Expr>, Vec<GroupingSetSpec>)>> {
+pub(super) fn grouping_sets(
+    group_expr: &[Expr],
+) -> Result<Option<(Vec<Expr>, Vec<GroupingSetSpec>)>> {
     let set = match group_expr {
         [Expr::GroupingSet(set)] => set,
         exprs if exprs.iter().any(|e| matches!(e, Expr::GroupingSet(_))) => {
@@ -33,7 +35,10 @@ pub(super) fn grouping_sets(group_expr: &[Expr]) -> Result<Option<(Vec<Expr>, Ve
     let n = exprs.len();
     let masks: Vec<Vec<bool>> = match set {
         // (a, b, c), (a, b), (a), ()
-        GroupingSet::Rollup(_) => (0..=n).rev().map(|kept| (0..n).map(|i| i >= kept).collect()).collect(),
+        GroupingSet::Rollup(_) => (0..=n)
+            .rev()
+            .map(|kept| (0..n).map(|i| i >= kept).collect())
+            .collect(),
         // Every subset, from all columns kept to none.
         GroupingSet::Cube(_) => {
             let mut masks: Vec<Vec<bool>> = (0..1u64 << n)
@@ -56,7 +61,9 @@ pub(super) fn grouping_sets(group_expr: &[Expr]) -> Result<Option<(Vec<Expr>, Ve
     let mut specs: Vec<GroupingSetSpec> = Vec::with_capacity(masks.len());
     for absent in masks {
         let ordinal = specs.iter().filter(|s| s.absent == absent).count() as u64;
-        let bits = absent.iter().fold(0u64, |acc, &a| (acc << 1) | u64::from(a));
+        let bits = absent
+            .iter()
+            .fold(0u64, |acc, &a| (acc << 1) | u64::from(a));
         let id = bits | ordinal.checked_shl(n as u32).unwrap_or(0);
         specs.push(GroupingSetSpec { absent, id });
     }
