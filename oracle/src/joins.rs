@@ -63,7 +63,8 @@ struct JoinView {
     sql: String,
     /// The views it reads (their queries are inlined for the batch side).
     reads: Vec<usize>,
-    columns: Vec<String>,
+    /// Output columns, and whether each is a float (rounded to compare).
+    columns: Vec<(String, bool)>,
 }
 
 #[derive(Debug, Clone)]
@@ -248,11 +249,29 @@ fn random_view(rng: &mut StdRng, index: usize, tables: usize, earlier: &[JoinVie
         }
     };
     let pairs = "a.id AS aid, a.v AS av, b.id AS bid, b.v AS bv";
-    let columns = |list: &[&str]| list.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+    let columns = |list: &[&str]| {
+        list.iter()
+            .map(|c| (c.to_string(), false))
+            .collect::<Vec<_>>()
+    };
     let aggregate_view = earlier
         .iter()
-        .position(|v| v.columns.first().is_some_and(|c| c == "gk"));
-    match rng.random_range(0..10) {
+        .position(|v| v.columns.first().is_some_and(|(c, _)| c == "gk"));
+    match rng.random_range(0..12) {
+        10 | 11 => {
+            let table = t(rng);
+            let (sql, columns) = if rng.random_bool(0.5) {
+                crate::rank_and_sets::over_window(rng, &table)
+            } else {
+                crate::rank_and_sets::grouping_sets(rng, &table)
+            };
+            JoinView {
+                sql,
+                name,
+                reads: Vec::new(),
+                columns,
+            }
+        }
         7 => JoinView {
             // A top-N over a table with updates and deletes (ties broken by the key, so that
             // the batch answer is one answer).
@@ -484,8 +503,7 @@ async fn play(case: &JoinCase, eddy: &mut EddyProcess) -> Result<()> {
         Arc::new(MemTable::try_new(batch.schema(), vec![vec![batch]])?),
     )?;
     for (index, view) in case.views.iter().enumerate() {
-        let columns: Vec<(String, bool)> =
-            view.columns.iter().map(|c| (c.clone(), false)).collect();
+        let columns = view.columns.clone();
         let expected_sql = crate::batch::normalized(&columns, &case.batch_sql(index));
         let expected = crate::batch::rows(&ctx, &expected_sql)
             .await
@@ -539,6 +557,13 @@ mod tests {
                     "FROM s",
                     "c ON",
                     "a.v < b.v",
+                    "LIMIT",
+                    "ROW_NUMBER",
+                    "UNION ALL",
+                    "OVER",
+                    "ROLLUP",
+                    "CUBE",
+                    "GROUPING SETS",
                 ] {
                     if view.sql.contains(shape) {
                         seen.insert(shape);
@@ -549,7 +574,7 @@ mod tests {
                 seen.insert("restart");
             }
         }
-        assert_eq!(seen.len(), 11, "{seen:?}");
+        assert_eq!(seen.len(), 18, "{seen:?}");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! - [`case`]: the generator (tables, rows, views, order of events, restarts).
 //! - [`batch`]: the batch side.
 //! - [`joins`]: join cases: keyed tables with updates and deletes, random joins over them.
+//! - [`rank_and_sets`]: OVER windows and GROUPING SETS / ROLLUP / CUBE over the keyed tables.
 //! - [`stream_joins`]: interval and window joins of two watermarked streams, evicting state.
 //!
 //! `cargo test -p eddy-oracle` runs a fixed budget of seeds; `cargo run -p eddy-oracle --bin
@@ -15,6 +16,7 @@
 pub mod batch;
 pub mod case;
 pub mod joins;
+pub mod rank_and_sets;
 pub mod stream_joins;
 
 pub use joins::run_join_case;

@@ -367,8 +367,24 @@ impl Writer<'_> {
         } else {
             "Aggregate"
         };
+        // Grouping sets list each set's columns; the grouping id column is the key's last.
+        let sets = agg.grouping_sets.as_ref().map_or(String::new(), |sets| {
+            let sets: Vec<String> = sets
+                .iter()
+                .map(|set| {
+                    let kept: Vec<&str> = group_names
+                        .iter()
+                        .zip(&set.absent)
+                        .filter(|(_, absent)| !**absent)
+                        .map(|(name, _)| name.as_str())
+                        .collect();
+                    format!("({})", kept.join(", "))
+                })
+                .collect();
+            format!(" grouping sets {}", sets.join(", "))
+        });
         self.lines.push(format!(
-            "{pad}{kind} group by ({}) computing {}",
+            "{pad}{kind} group by ({}){sets} computing {}",
             group_names.join(", "),
             aggregates.join(", ")
         ));
@@ -388,7 +404,7 @@ impl Writer<'_> {
             (false, _) => "emits changes at each barrier",
         };
         self.lines.push(format!("{pad}    {input}; {closing}"));
-        let bound = if agg.group_exprs.is_empty() {
+        let bound = if agg.group_len() == 0 {
             "one row"
         } else if agg.watermarked {
             "one row per open window and group"

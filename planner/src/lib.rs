@@ -23,6 +23,7 @@
 
 pub mod alter_statement;
 pub mod cursor_statement;
+pub mod distinct_on;
 pub mod error;
 pub mod explain;
 pub mod flink_windows;
@@ -40,10 +41,10 @@ pub use error::{PlanError, Result};
 pub use session::SessionPartitionRule;
 pub use statement::{parse_statements, EddyStatement, WatermarkDef};
 pub use stream::{
-    AggregatePlan, AsofOrder, AsofPlan, FinalRows, History, JoinClock, JoinOutputKey, JoinPlan,
-    JoinSideInfo, LookupPlan, NodeKind, OverWindowPlan, PartitionClose, RankKind, SessionWindow,
-    SourceInfo, StreamCatalog, StreamInput, StreamNode, StreamPlan, TopNPlan, UnionPlan,
-    WatermarkColumn, WindowBound,
+    AggregatePlan, AsofOrder, AsofPlan, FinalRows, GroupingSetSpec, History, JoinClock,
+    JoinOutputKey, JoinPlan, JoinSideInfo, LookupPlan, NodeKind, OverWindowPlan, PartitionClose,
+    RankKind, SessionWindow, SourceInfo, StreamCatalog, StreamInput, StreamNode, StreamPlan,
+    TopNPlan, UnionPlan, WatermarkColumn, WindowBound,
 };
 pub use window::{
     WindowFunction, WindowKind, WindowSpec, WindowTableFunction, WindowTableProvider,

@@ -107,6 +107,7 @@ impl Database {
             ))))
             .await?;
         let plan = crate::decimal_literals::rescale_exponent_literals(plan)?;
+        let plan = eddy_planner::distinct_on::distinct_on_as_rank(plan)?;
         let optimized = state.optimize(&plan)?;
         let stream = plan_stream(&optimized, self, emit_on_window_close);
         // DataFusion turns a DISTINCT aggregate into an aggregate of aggregates. That helps over

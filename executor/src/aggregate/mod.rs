@@ -6,6 +6,7 @@
 //! passes its window's end. Closed windows are evicted either way. Dirty groups' accumulator
 //! states are written into the epoch's batch and merged back on restart.
 
+mod grouping;
 mod min_max;
 mod session;
 mod state;
@@ -30,6 +31,7 @@ use eddy_storage::{EpochBatch, RowCodec, Store, TableId};
 
 use crate::state_size::{SizeEstimate, ENTRY_OVERHEAD};
 use crate::{Barrier, ExecError, Message, Op, Operator, Result, StreamChunk, Watermark};
+use grouping::{group_columns, grouped_rows, permanent_keys};
 use min_max::RetractableMinMax;
 use state::{rebuild_after_state, StateCodec};
 
@@ -56,13 +58,15 @@ pub struct AggregateOperator {
     evicted: HashSet<Vec<u8>>,
     /// Window end (micros) → groups in that window, to evict closed windows cheaply.
     windows: BTreeMap<i64, HashSet<Vec<u8>>>,
+    /// Groups that have a row even when empty (a global aggregate's, an empty grouping set's).
+    permanent: HashSet<Vec<u8>>,
     group_size: SizeEstimate,
 }
 
 impl AggregateOperator {
     /// Builds the operator and loads its state from the last committed epoch.
     pub fn new(plan: AggregatePlan, state_table: TableId, store: &dyn Store) -> Result<Self> {
-        let group_fields: Vec<Field> = plan.schema.fields()[..plan.group_exprs.len()]
+        let group_fields: Vec<Field> = plan.schema.fields()[..plan.group_len()]
             .iter()
             .map(|f| f.as_ref().clone().with_nullable(true))
             .collect();
@@ -74,6 +78,7 @@ impl AggregateOperator {
             .map(|a| rebuild_after_state(a))
             .collect();
         let state_codec = StateCodec::new(probe, rebuild)?;
+        let permanent = permanent_keys(&plan, &key_codec)?;
         let mut operator = Self {
             plan,
             state_table,
@@ -83,15 +88,19 @@ impl AggregateOperator {
             dirty: HashSet::new(),
             evicted: HashSet::new(),
             windows: BTreeMap::new(),
+            permanent: HashSet::new(),
             group_size: SizeEstimate::default(),
         };
         operator.load(store)?;
-        if operator.plan.group_exprs.is_empty() && operator.groups.is_empty() {
+        for key in permanent {
             // A global aggregate always has its one row, even over no input (count = 0).
-            operator
-                .groups
-                .insert(Vec::new(), operator.new_group(None)?);
-            operator.dirty.insert(Vec::new());
+            if !operator.groups.contains_key(&key) {
+                operator
+                    .groups
+                    .insert(key.clone(), operator.new_group(None)?);
+                operator.dirty.insert(key.clone());
+            }
+            operator.permanent.insert(key);
         }
         Ok(operator)
     }
@@ -144,7 +153,7 @@ impl AggregateOperator {
             .decode(rows.iter().map(|(k, _, _)| k.as_slice()))?;
         let mut columns: Vec<ArrayRef> = key_batch.columns().to_vec();
         let fields = self.plan.schema.fields();
-        for (agg_index, field) in fields.iter().skip(self.plan.group_exprs.len()).enumerate() {
+        for (agg_index, field) in fields.iter().skip(self.plan.group_len()).enumerate() {
             let values = rows.iter().map(|(_, _, values)| values[agg_index].clone());
             let array = ScalarValue::iter_to_array(values)?;
             let array = if array.data_type() == field.data_type() {
@@ -168,7 +177,7 @@ impl AggregateOperator {
     /// Appends the changelog rows that bring the view up to date for one group: an insert, an
     /// update pair (old values retracted first), a delete, or nothing when nothing changed.
     fn emit_changes(&mut self, key: &[u8], rows: &mut Vec<EmittedRow>) -> Result<()> {
-        let global = self.plan.group_exprs.is_empty();
+        let global = self.permanent.contains(key);
         let Some(group) = self.groups.get_mut(key) else {
             return Ok(());
         };
@@ -262,7 +271,7 @@ impl Operator for AggregateOperator {
     }
 
     fn process_chunk(&mut self, chunk: StreamChunk, _out: &mut Vec<Message>) -> Result<()> {
-        let group_columns = group_columns(&self.plan, &chunk.batch)?;
+        let (chunk, group_columns) = grouped_rows(&self.plan, chunk)?;
         let inputs = AggregateInputs::evaluate(&self.plan, &chunk.batch)?;
         let window_ends = self.window_ends(&group_columns)?;
         let keys = if group_columns.is_empty() {
@@ -369,7 +378,7 @@ impl Operator for AggregateOperator {
             let Some(group) = self.groups.remove(&key) else {
                 continue;
             };
-            if group.row_count <= 0 && !self.plan.group_exprs.is_empty() {
+            if group.row_count <= 0 && !self.permanent.contains(&key) {
                 if let Some(end) = group.window_end {
                     if let Some(set) = self.windows.get_mut(&end) {
                         set.remove(&key);
@@ -464,16 +473,6 @@ impl AggregateInputs {
         }
         Ok(Some(take_all(&self.arguments[index], &kept)?))
     }
-}
-
-/// The GROUP BY columns of a batch.
-fn group_columns(plan: &AggregatePlan, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
-    let rows = batch.num_rows();
-    Ok(plan
-        .group_exprs
-        .iter()
-        .map(|e| e.evaluate(batch)?.into_array(rows))
-        .collect::<Result<Vec<_>, _>>()?)
 }
 
 /// One group's rows in a chunk: insert indices, retract indices, and its first row.

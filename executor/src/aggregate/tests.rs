@@ -3,12 +3,13 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray, Int64Array};
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use datafusion::functions_aggregate::{min_max::max_udaf, sum::sum_udaf};
 use datafusion::physical_expr::aggregate::AggregateExprBuilder;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::PhysicalExpr;
-use eddy_planner::AggregatePlan;
+use eddy_planner::{AggregatePlan, GroupingSetSpec};
 use eddy_storage::{EpochBatch, MemStore, Store};
 
 use super::AggregateOperator;
@@ -75,6 +76,7 @@ fn plan(input_append_only: bool) -> AggregatePlan {
         watermark_shift: 0,
         session: None,
         emit_on_window_close: false,
+        grouping_sets: None,
         schema: Arc::new(Schema::new(vec![
             Field::new("k", DataType::Int64, true),
             Field::new("s", DataType::Int64, true),
@@ -183,4 +185,103 @@ fn append_only_input_uses_plain_accumulators() {
         .process_chunk(chunk("+ 3 1\n+ 3 2"), &mut out)
         .unwrap();
     assert_eq!(barrier(&mut operator, &store, 1), vec!["+ 3 3 2"]);
+}
+
+/// `SELECT k, sum(v) ... GROUP BY ROLLUP(k)`: the set (k) with id 0, the empty set with id 1.
+fn rollup_plan() -> AggregatePlan {
+    let mut plan = plan(false);
+    plan.aggregates.truncate(1);
+    plan.filters.truncate(1);
+    plan.grouping_sets = Some(vec![
+        GroupingSetSpec {
+            absent: vec![false],
+            id: 0,
+        },
+        GroupingSetSpec {
+            absent: vec![true],
+            id: 1,
+        },
+    ]);
+    plan.schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, true),
+        Field::new("__grouping_id", DataType::UInt8, false),
+        Field::new("s", DataType::Int64, true),
+    ]));
+    plan
+}
+
+/// Runs a barrier and renders the emitted rows as `op col col ...`, each column as text.
+fn barrier_text(operator: &mut AggregateOperator, store: &dyn Store, epoch: u64) -> Vec<String> {
+    let mut batch = EpochBatch::default();
+    let mut out = Vec::new();
+    operator
+        .process_barrier(Barrier { epoch }, &mut batch, &mut out)
+        .unwrap();
+    store.commit(batch).unwrap();
+    let mut lines = Vec::new();
+    for message in out {
+        let Message::Chunk(chunk) = message else {
+            continue;
+        };
+        let texts: Vec<_> = chunk
+            .visible_columns()
+            .iter()
+            .map(|c| cast(c, &DataType::Utf8).unwrap())
+            .collect();
+        for (i, op) in chunk.ops.iter().enumerate() {
+            let mut line = format!("{op:?}");
+            for text in &texts {
+                let text = text.as_string::<i32>();
+                line.push(' ');
+                line.push_str(if text.is_null(i) {
+                    "NULL"
+                } else {
+                    text.value(i)
+                });
+            }
+            lines.push(line);
+        }
+    }
+    lines
+}
+
+#[test]
+fn rollup_counts_each_row_once_per_set_and_keeps_the_total() {
+    let store = MemStore::default();
+    let mut operator = AggregateOperator::new(rollup_plan(), 100, &store).unwrap();
+    // The total's row is there before any input, as PostgreSQL's ROLLUP total is.
+    assert_eq!(
+        barrier_text(&mut operator, &store, 1),
+        vec!["Insert NULL 1 NULL"]
+    );
+    let mut out = Vec::new();
+    operator
+        .process_chunk(chunk("+ 1 10\n+ 2 5"), &mut out)
+        .unwrap();
+    let mut rows = barrier_text(&mut operator, &store, 2);
+    rows.sort();
+    assert_eq!(
+        rows,
+        vec![
+            "Insert 1 0 10",
+            "Insert 2 0 5",
+            "UpdateDelete NULL 1 NULL",
+            "UpdateInsert NULL 1 15"
+        ]
+    );
+
+    // A delete leaves every set's group it was counted in; restored state goes on from there.
+    drop(operator);
+    let mut operator = AggregateOperator::new(rollup_plan(), 100, &store).unwrap();
+    operator.process_chunk(chunk("- 2 5"), &mut out).unwrap();
+    let mut rows = barrier_text(&mut operator, &store, 3);
+    rows.sort();
+    assert_eq!(
+        rows,
+        vec![
+            "Delete 2 0 5",
+            "UpdateDelete NULL 1 15",
+            "UpdateInsert NULL 1 10"
+        ]
+    );
 }

@@ -26,7 +26,8 @@ use eddy_planner::window::to_micros;
 use eddy_planner::{AggregatePlan, WindowBound};
 use eddy_storage::{EpochBatch, RowCodec, StorageError, Store, TableId};
 
-use super::{group_columns, internal, AggregateInputs};
+use super::grouping::{every_set_keeps_window, grouped_rows};
+use super::{internal, AggregateInputs};
 use crate::{Barrier, ExecError, Message, Op, Operator, Result, StreamChunk, Watermark};
 
 /// Groups per persisted state page. sled writes a node (up to 16 entries) larger than 128 KiB
@@ -74,6 +75,7 @@ impl WindowedAggregateOperator {
             && plan.session.is_none()
             && plan.input_append_only
             && !plan.group_exprs.is_empty()
+            && every_set_keeps_window(plan)
             && plan.aggregates.iter().all(|agg| {
                 !agg.is_distinct()
                     && agg.order_bys().is_empty()
@@ -83,7 +85,7 @@ impl WindowedAggregateOperator {
 
     /// Builds the operator and loads its state from the last committed epoch.
     pub fn new(plan: AggregatePlan, state_table: TableId, store: &dyn Store) -> Result<Self> {
-        let mut fields: Vec<Field> = plan.schema.fields()[..plan.group_exprs.len()]
+        let mut fields: Vec<Field> = plan.schema.fields()[..plan.group_len()]
             .iter()
             .map(|f| f.as_ref().clone().with_nullable(true))
             .collect();
@@ -110,7 +112,7 @@ impl WindowedAggregateOperator {
     }
 
     fn group_schema(&self) -> SchemaRef {
-        let group_len = self.plan.group_exprs.len();
+        let group_len = self.plan.group_len();
         Arc::new(Schema::new(self.page_schema.fields()[..group_len].to_vec()))
     }
 
@@ -147,7 +149,7 @@ impl WindowedAggregateOperator {
             let batch = self.page_codec.decode(page_rows(&value)?)?;
             pages.entry(end).or_default().push(batch);
         }
-        let group_len = self.plan.group_exprs.len();
+        let group_len = self.plan.group_len();
         for (end, batches) in pages {
             let page_count = batches.len();
             let batch = datafusion::arrow::compute::concat_batches(&self.page_schema, &batches)?;
@@ -227,7 +229,7 @@ impl WindowedAggregateOperator {
     /// Each aggregate's final values from its state arrays, cast to the view's types.
     fn evaluate_states(&self, states: &[Vec<ArrayRef>], groups: usize) -> Result<Vec<ArrayRef>> {
         let indices: Vec<usize> = (0..groups).collect();
-        let fields = &self.plan.schema.fields()[self.plan.group_exprs.len()..];
+        let fields = &self.plan.schema.fields()[self.plan.group_len()..];
         let mut values = Vec::with_capacity(states.len());
         for ((agg, state), field) in self.plan.aggregates.iter().zip(states).zip(fields) {
             let mut accumulator = agg.create_groups_accumulator()?;
@@ -317,7 +319,7 @@ impl WindowedAggregateOperator {
             return Ok(None);
         }
         window.consolidate_keys()?;
-        let fields = &self.plan.schema.fields()[self.plan.group_exprs.len()..];
+        let fields = &self.plan.schema.fields()[self.plan.group_len()..];
         let mut columns = window.keys.clone();
         for (accumulator, field) in window.accumulators.iter_mut().zip(fields) {
             columns.push(cast_to(
@@ -435,8 +437,8 @@ impl Operator for WindowedAggregateOperator {
         if chunk.ops.iter().any(|op| !op.is_insert()) {
             return Err(internal("the windowed aggregate received a retraction"));
         }
+        let (chunk, group_columns) = grouped_rows(&self.plan, chunk)?;
         let rows = chunk.len();
-        let group_columns = group_columns(&self.plan, &chunk.batch)?;
         let inputs = AggregateInputs::evaluate(&self.plan, &chunk.batch)?;
         let ends = self.window_ends(&group_columns)?;
         let mut indices = Vec::with_capacity(rows);

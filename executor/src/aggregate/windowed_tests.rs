@@ -82,6 +82,7 @@ fn plan(emit_on_window_close: bool) -> AggregatePlan {
         watermark_shift: 0,
         session: None,
         emit_on_window_close,
+        grouping_sets: None,
         schema: Arc::new(Schema::new(vec![
             Field::new("k", DataType::Int64, true),
             Field::new("w", time(), true),

@@ -10,6 +10,7 @@ use datafusion::physical_expr::PhysicalExpr;
 #[allow(deprecated)]
 use datafusion::physical_planner::create_aggregate_expr_and_maybe_filter;
 
+use super::grouping_sets::{grouping_sets, GroupingSetSpec};
 use super::{key_field, project_watermarks, NodeKind, Planned, Planner, StreamNode, StreamPlan};
 use crate::window::{WindowKind, WindowSpec};
 use crate::{PlanError, Result};
@@ -54,16 +55,33 @@ pub struct AggregatePlan {
     /// Added to that clock's value to bound the window ends.
     pub watermark_shift: i64,
     pub emit_on_window_close: bool,
+    /// GROUPING SETS, ROLLUP or CUBE: each input row is aggregated once per set, with the
+    /// set's absent group columns NULL, and the grouping id ends the group key.
+    pub grouping_sets: Option<Vec<GroupingSetSpec>>,
     pub schema: SchemaRef,
 }
 
 impl AggregatePlan {
+    /// The group key's columns: the group expressions, then the grouping id if there are sets.
+    pub fn group_len(&self) -> usize {
+        self.group_exprs.len() + usize::from(self.grouping_sets.is_some())
+    }
+
+    /// Whether a group with no rows still has its row: a global aggregate's one group, and
+    /// the groups of the empty grouping set (as in PostgreSQL, `ROLLUP` totals over no rows).
+    pub fn always_has_row(&self, set: Option<&GroupingSetSpec>) -> bool {
+        match set {
+            Some(set) => set.absent.iter().all(|a| *a),
+            None => self.group_exprs.is_empty(),
+        }
+    }
+
     /// Why this aggregate's state grows forever (over `input`), and how to bound it.
     pub(super) fn unbounded_state(&self, input: &StreamNode, plan: &StreamPlan) -> Vec<String> {
         if self.group_exprs.is_empty() || self.watermarked || !self.input_append_only {
             return Vec::new();
         }
-        let keys: Vec<&str> = self.schema.fields()[..self.group_exprs.len()]
+        let keys: Vec<&str> = self.schema.fields()[..self.group_len()]
             .iter()
             .map(|f| f.name().as_str())
             .collect();
@@ -84,15 +102,15 @@ impl AggregatePlan {
 impl Planner<'_> {
     pub(super) fn plan_aggregate(&mut self, aggregate: &Aggregate) -> Result<Planned> {
         let mut planned = self.plan_node(&aggregate.input)?;
-        if aggregate
-            .group_expr
-            .iter()
-            .any(|e| matches!(e, Expr::GroupingSet(_)))
-        {
-            return Err(PlanError::NotSupported(
-                "GROUPING SETS, CUBE and ROLLUP in a materialized view".into(),
-            ));
-        }
+        let (group_expr, sets) = match grouping_sets(&aggregate.group_expr)? {
+            Some((exprs, sets)) => (exprs, Some(sets)),
+            None => (aggregate.group_expr.clone(), None),
+        };
+        // Group columns every set keeps (never NULL-padded): the only ones that can close
+        // windows or carry a watermark.
+        let everywhere: Vec<bool> = (0..group_expr.len())
+            .map(|i| sets.iter().flatten().all(|s| !s.absent[i]))
+            .collect();
         if planned.any_node(|n| matches!(&n.kind, NodeKind::Aggregate(a) if a.session.is_some())) {
             return Err(PlanError::NotSupported(
                 "an aggregate over a SESSION aggregate in one view (a lone count(DISTINCT ...) is planned that way): add another aggregate next to it, or aggregate the sessions in a view over this one".into(),
@@ -100,8 +118,7 @@ impl Planner<'_> {
         }
         let input_schema = aggregate.input.schema();
         let physical_input = input_schema.as_arrow();
-        let group_exprs = aggregate
-            .group_expr
+        let group_exprs = group_expr
             .iter()
             .map(|e| self.physical(e, input_schema))
             .collect::<Result<Vec<_>>>()?;
@@ -123,8 +140,7 @@ impl Planner<'_> {
         }
         // window_end when grouped on (a CUMULATE window's end is not start + size).
         let position = |name: &str| {
-            aggregate
-                .group_expr
+            group_expr
                 .iter()
                 .position(|e| matches!(e, Expr::Column(c) if c.name == name))
         };
@@ -139,13 +155,18 @@ impl Planner<'_> {
             }
         });
         let session = match planned.window {
+            Some((spec, _)) if spec.is_session() && sets.is_some() => {
+                return Err(PlanError::NotSupported(
+                    "GROUPING SETS, ROLLUP or CUBE over a SESSION window: group the sessions in one view and roll them up in a view over it".into(),
+                ));
+            }
             Some((spec, _)) if spec.is_session() => Some(SessionWindow {
                 keep_column: planned.session_keep.take(),
-                ..session_window(&spec, &aggregate.group_expr, planned.node.append_only)?
+                ..session_window(&spec, &group_expr, planned.node.append_only)?
             }),
             Some((spec, _)) if matches!(spec.kind, WindowKind::Cumulate { .. }) => {
                 if matches!(window, Some(WindowBound::Start { .. }))
-                    && !group_has(&aggregate.group_expr, "window_end")
+                    && !group_has(&group_expr, "window_end")
                 {
                     return Err(PlanError::Invalid(
                         "CUMULATE windows share their start: GROUP BY window_end too".into(),
@@ -164,13 +185,23 @@ impl Planner<'_> {
                 planned.source_name
             )));
         }
+        let window_index = match window {
+            Some(WindowBound::End { group_index } | WindowBound::Start { group_index, .. }) => {
+                Some(group_index)
+            }
+            None => None,
+        };
+        if emit_on_window_close && window_index.is_some_and(|i| !everywhere[i]) {
+            return Err(PlanError::NotSupported(
+                "EMIT ON WINDOW CLOSE with a grouping set that leaves out the window column (its rows never close): keep window_start or window_end in every set, as in GROUP BY window_start, ROLLUP(a, b)".into(),
+            ));
+        }
         if emit_on_window_close && planned.any_node(|n| matches!(n.kind, NodeKind::Aggregate(_))) {
             return Err(PlanError::NotSupported(
                 "EMIT ON WINDOW CLOSE over nested aggregates".into(),
             ));
         }
         let schema: SchemaRef = Arc::new(aggregate.schema.as_arrow().clone());
-        let groups = aggregate.group_expr.len();
         let plan = AggregatePlan {
             group_exprs,
             aggregates,
@@ -182,21 +213,23 @@ impl Planner<'_> {
             watermark_clock: time.map_or(0, |t| t.clock),
             watermark_shift: time.map_or(0, |t| t.shift),
             emit_on_window_close: emit_on_window_close && window.is_some(),
+            grouping_sets: sets,
             schema: schema.clone(),
         };
+        let groups = plan.group_len();
         // Closed windows never change again, so window columns among the groups stay
         // watermarked in the output; nothing else does.
         let watermarks = if watermarked {
-            project_watermarks(
-                &planned.node.watermarks,
-                &aggregate.group_expr,
-                input_schema,
-            )
+            project_watermarks(&planned.node.watermarks, &group_expr, input_schema)
         } else {
             Vec::new()
         };
-        let windows =
-            super::project_windows(&planned.node.windows, &aggregate.group_expr, input_schema);
+        let mut windows = super::project_windows(&planned.node.windows, &group_expr, input_schema);
+        let watermarks = watermarks
+            .into_iter()
+            .filter(|w| everywhere[w.column])
+            .collect();
+        windows.retain(|w| everywhere[w.column]);
         let mut node = planned
             .node
             .wrap(NodeKind::Aggregate(Box::new(plan)), schema.clone());

@@ -15,6 +15,7 @@
 //! (projections and filters), [`aggregate`], [`join`], [`union`], [`top_n`], [`over_window`].
 
 mod aggregate;
+mod grouping_sets;
 mod input;
 mod join;
 mod join_bounds;
@@ -35,6 +36,7 @@ use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 
 pub use aggregate::{AggregatePlan, SessionWindow, WindowBound};
+pub use grouping_sets::GroupingSetSpec;
 pub use join::{JoinClock, JoinOutputKey, JoinPlan, JoinSideInfo};
 pub use join_bounds::Eviction;
 pub use over_window::{FinalRows, History, OverWindowPlan};
