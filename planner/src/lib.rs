@@ -14,6 +14,7 @@
 //!   into Eddy's before parsing.
 //! - [`temporal_joins`]: `FOR SYSTEM_TIME AS OF` and `ASOF JOIN`, rewritten into joins whose
 //!   condition a marker function wraps.
+//! - [`wall_clock`]: `PROCTIME()` and the `now()` marker of temporal filters.
 //! - [`window`]: `TUMBLE` / `HOP` / `CUMULATE` / `SESSION` as DataFusion table functions, and
 //!   the window-assignment kernel shared by batch queries and the streaming window operator.
 //! - [`session`]: sessions in batch, and the rule that partitions them by the GROUP BY keys.
@@ -34,6 +35,7 @@ pub mod session;
 pub mod statement;
 pub mod stream;
 pub mod temporal_joins;
+pub mod wall_clock;
 pub mod window;
 
 pub use error::{PlanError, Result};
