@@ -167,9 +167,9 @@ impl Query {
                  INSERT INTO side_input SELECT value AS key, CAST(value AS VARCHAR) AS text \
                  FROM generate_series(0, 9999);",
             ),
-            Query::Q12 => Some(
-                "CREATE VIEW bid_proctime AS SELECT *, PROCTIME() AS p_time FROM bid;",
-            ),
+            Query::Q12 => {
+                Some("CREATE VIEW bid_proctime AS SELECT *, PROCTIME() AS p_time FROM bid;")
+            }
             _ => None,
         }
     }

@@ -44,7 +44,6 @@ pub struct TemporalFilterOperator {
     table: TableId,
     /// The visible columns.
     schema: SchemaRef,
-    key_len: usize,
     row_codec: RowCodec,
     /// The wall clock of the current epoch (micros).
     now: i64,
@@ -82,7 +81,6 @@ impl TemporalFilterOperator {
             plan,
             table,
             schema,
-            key_len: key_fields.len(),
             row_codec: RowCodec::new(Arc::new(Schema::new(fields)))?,
             now: wall_clock_micros(),
             rows: BTreeMap::new(),
@@ -96,7 +94,8 @@ impl TemporalFilterOperator {
 
     fn load(&mut self, store: &dyn Store) -> Result<()> {
         let table = self.table;
-        let corrupt = || StorageError::Corrupt(format!("temporal filter state row in table {table}"));
+        let corrupt =
+            || StorageError::Corrupt(format!("temporal filter state row in table {table}"));
         for (key, value) in store.scan_table(table)? {
             if key == CLOCK_KEY {
                 self.now = moment_from(&value).ok_or_else(corrupt)?;
@@ -124,7 +123,10 @@ impl TemporalFilterOperator {
     }
 
     /// Each row's `[enter, leave)` (None: never in the view, as a NULL time compares false).
-    fn moments(&self, batch: &datafusion::arrow::array::RecordBatch) -> Result<Vec<Option<(i64, i64)>>> {
+    fn moments(
+        &self,
+        batch: &datafusion::arrow::array::RecordBatch,
+    ) -> Result<Vec<Option<(i64, i64)>>> {
         let mut moments = vec![Some((i64::MIN, i64::MAX)); batch.num_rows()];
         for bound in &self.plan.bounds {
             let times = bound.time.evaluate(batch)?.into_array(batch.num_rows())?;
@@ -147,7 +149,10 @@ impl TemporalFilterOperator {
     }
 
     fn add(&mut self, place: Place, entry: Entry) {
-        let slot = self.rows.entry(place.clone()).or_insert(Entry { count: 0, ..entry });
+        let slot = self
+            .rows
+            .entry(place.clone())
+            .or_insert(Entry { count: 0, ..entry });
         slot.count += entry.count;
         self.dirty.insert(place);
     }
@@ -196,9 +201,7 @@ impl Operator for TemporalFilterOperator {
 
     fn process_chunk(&mut self, chunk: StreamChunk, out: &mut Vec<Message>) -> Result<()> {
         let moments = self.moments(&chunk.batch)?;
-        let encoded = self
-            .row_codec
-            .encode(chunk.batch.columns(), chunk.len())?;
+        let encoded = self.row_codec.encode(chunk.batch.columns(), chunk.len())?;
         let now = self.now;
         let mut keep = Vec::with_capacity(chunk.len());
         let mut ops = Vec::new();
@@ -227,7 +230,11 @@ impl Operator for TemporalFilterOperator {
             keep.push(visible);
             if visible {
                 // One half of an update may pass without the other: plain inserts and deletes.
-                ops.push(if op.is_insert() { Op::Insert } else { Op::Delete });
+                ops.push(if op.is_insert() {
+                    Op::Insert
+                } else {
+                    Op::Delete
+                });
             }
         }
         let mut filtered = chunk.filter(&BooleanArray::from(keep))?;

@@ -558,4 +558,3 @@ mod tests {
         assert_eq!(duration(7), "7us");
     }
 }
-

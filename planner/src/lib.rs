@@ -44,8 +44,8 @@ pub use statement::{parse_statements, EddyStatement, WatermarkDef};
 pub use stream::{
     AggregatePlan, AsofOrder, AsofPlan, FinalRows, History, JoinClock, JoinOutputKey, JoinPlan,
     JoinSideInfo, LookupPlan, NodeKind, OverWindowPlan, PartitionClose, RankKind, SessionWindow,
-    SourceInfo, StreamCatalog, StreamInput, StreamNode, StreamPlan, TopNPlan, UnionPlan,
-    WatermarkColumn, WindowBound,
+    SourceInfo, StreamCatalog, StreamInput, StreamNode, StreamPlan, TemporalFilterPlan, TimeBound,
+    TopNPlan, UnionPlan, WatermarkColumn, WindowBound,
 };
 pub use window::{
     WindowFunction, WindowKind, WindowSpec, WindowTableFunction, WindowTableProvider,

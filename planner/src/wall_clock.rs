@@ -11,7 +11,6 @@
 //! Both read [`wall_clock_micros`], which never goes back within a process, so that a row's
 //! processing time is never behind a clock value emitted before it.
 
-use std::any::Any;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
@@ -70,10 +69,6 @@ impl WallClockFunction {
 }
 
 impl ScalarUDFImpl for WallClockFunction {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn name(&self) -> &str {
         self.name
     }
@@ -124,9 +119,12 @@ pub fn calls(expr: &Expr, name: &str) -> bool {
 /// Replaces every `now()` (and `current_timestamp`) in `plan` by the marker `now_marker`.
 /// Only a WHERE may compare with `now()` in a view (a temporal filter): anywhere else it is
 /// refused here, before DataFusion would fold it into the time the view was created.
-pub fn mark_now(plan: LogicalPlan, now_marker: &Arc<ScalarUDF>) -> crate::Result<LogicalPlan> {
-    let is_now =
-        |e: &Expr| matches!(e, Expr::ScalarFunction(f) if f.func.name() == "now" && f.args.is_empty());
+pub fn mark_now(plan: LogicalPlan) -> crate::Result<LogicalPlan> {
+    let now_marker = Arc::new(ScalarUDF::new_from_impl(WallClockFunction {
+        name: NOW_MARKER,
+        signature: Signature::nullary(Volatility::Volatile),
+    }));
+    let is_now = |e: &Expr| matches!(e, Expr::ScalarFunction(f) if f.func.name() == "now" && f.args.is_empty());
     let mut misplaced = false;
     let _ = plan.apply_with_subqueries(|node| {
         if !matches!(node, LogicalPlan::Filter(_)) {
@@ -155,7 +153,7 @@ pub fn mark_now(plan: LogicalPlan, now_marker: &Arc<ScalarUDF>) -> crate::Result
                 expr.transform_up(|e| {
                     if is_now(&e) {
                         return Ok(Transformed::yes(Expr::ScalarFunction(
-                            ScalarFunction::new_udf(now_marker.clone(), Vec::new()),
+                            ScalarFunction::new_udf(Arc::clone(&now_marker), Vec::new()),
                         )));
                     }
                     Ok(Transformed::no(e))

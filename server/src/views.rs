@@ -108,8 +108,7 @@ impl Database {
             .await?;
         let plan = crate::decimal_literals::rescale_exponent_literals(plan)?;
         // Before the optimizer folds now() into the time of this statement.
-        let marker = self.ctx.udf(eddy_planner::wall_clock::NOW_MARKER)?;
-        let plan = eddy_planner::wall_clock::mark_now(plan, &marker)?;
+        let plan = eddy_planner::wall_clock::mark_now(plan)?;
         let optimized = state.optimize(&plan)?;
         let stream = plan_stream(&optimized, self, emit_on_window_close);
         // DataFusion turns a DISTINCT aggregate into an aggregate of aggregates. That helps over

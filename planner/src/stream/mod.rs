@@ -156,7 +156,9 @@ pub enum NodeKind {
     TemporalFilter(Box<TemporalFilterPlan>),
     /// Above a projection computing `PROCTIME()`: advances `clock` (which bounds those columns)
     /// with the wall clock at every barrier.
-    Proctime { clock: usize },
+    Proctime {
+        clock: usize,
+    },
 }
 
 /// One incremental operator and the inputs it reads (none for an input, two for a join).

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::DFSchema;
 use datafusion::logical_expr::utils::split_conjunction;
-use datafusion::logical_expr::{Between, BinaryExpr, Expr, Filter, Operator};
+use datafusion::logical_expr::{Between, BinaryExpr, Expr, ExprSchemable, Filter, Operator};
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::{NodeKind, Planned, Planner};
@@ -144,7 +144,7 @@ impl Planner<'_> {
                 "a temporal filter compares a row's time with now() plus or minus a constant INTERVAL of fixed length (no months), not with {now_side}"
             ))
         })?;
-        let (data_type, _) = time.data_type_and_nullable(input)?;
+        let data_type = time.get_type(input)?;
         if !matches!(data_type, DataType::Timestamp(_, _)) {
             return Err(PlanError::NotSupported(format!(
                 "a temporal filter compares a TIMESTAMP with now(), not {data_type} ({time})"
