@@ -266,11 +266,11 @@ impl Writer<'_> {
                     tables[0]
                 ));
             }
-            NodeKind::Proctime { .. } => {
+            NodeKind::Proctime { clock } => {
                 let columns: Vec<&str> = node
                     .watermarks
                     .iter()
-                    .filter(|w| node.inputs[0].watermarks.iter().all(|i| i.clock != w.clock))
+                    .filter(|w| w.clock == *clock)
                     .map(|w| node.schema.field(w.column).name().as_str())
                     .collect();
                 self.lines.push(format!(
