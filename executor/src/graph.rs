@@ -19,8 +19,8 @@ use eddy_storage::{EpochBatch, Store, TableId};
 use crate::aggregate::{AggregateOperator, SessionAggregateOperator, WindowedAggregateOperator};
 use crate::join::{AsofJoinOperator, JoinOperator, LookupJoinOperator, StoredRelation};
 use crate::operators::{
-    FilterOperator, InputOperator, MaterializeOperator, ProjectOperator, UnionOperator,
-    WindowOperator,
+    FilterOperator, InputOperator, MaterializeOperator, ProctimeOperator, ProjectOperator,
+    UnionOperator, WindowOperator,
 };
 use crate::stats::JoinSideStats;
 use crate::{Barrier, ExecError, Message, Operator, Result, StreamChunk};
@@ -352,6 +352,17 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                     self.store.as_ref(),
                 )?)
             }
+            NodeKind::TemporalFilter(filter) => {
+                let table = self.state_id()?;
+                Box::new(crate::temporal_filter::TemporalFilterOperator::new(
+                    (**filter).clone(),
+                    table,
+                    node.schema.clone(),
+                    &node.key_fields,
+                    self.store.as_ref(),
+                )?)
+            }
+            NodeKind::Proctime { clock } => Box::new(ProctimeOperator::new(*clock)),
             NodeKind::Union(union) => {
                 Box::new(UnionOperator::new((**union).clone(), node.schema.clone()))
             }

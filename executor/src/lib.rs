@@ -13,6 +13,7 @@
 //! - [`aggregate`]: keyed incremental aggregation over DataFusion accumulators.
 //! - [`view_errors`]: rows a view's expressions failed on, kept for `eddy_catalog.view_errors`.
 //! - [`join`]: equi-joins over changelogs (inner, outer, semi, anti, mark), state by join key.
+//! - [`temporal_filter`]: rows in a view while the wall clock is within bounds on their time.
 //! - [`graph`]: one view's operators as a tree, driven message by message, barriers aligned.
 //! - [`engine`]: the epoch loop: applies DML, runs barriers, commits each epoch atomically.
 
@@ -33,6 +34,7 @@ pub mod partition;
 pub mod state_size;
 pub mod stats;
 pub mod table;
+pub mod temporal_filter;
 pub mod top_n;
 pub mod view_errors;
 pub mod watermark;

@@ -246,6 +246,38 @@ impl Writer<'_> {
                     node.inputs.len()
                 ));
             }
+            NodeKind::TemporalFilter(filter) => {
+                let bounds: Vec<String> = filter
+                    .bounds
+                    .iter()
+                    .map(|b| {
+                        let offset = match b.offset {
+                            0 => String::new(),
+                            o if o < 0 => format!(" - {}", duration(-o)),
+                            o => format!(" + {}", duration(o)),
+                        };
+                        format!("{} {} now(){offset}", b.time, b.op.symbol())
+                    })
+                    .collect();
+                self.lines.push(format!(
+                    "{pad}TemporalFilter {}: now() read once per epoch; rows {} as the wall clock passes; state: table {} (rows waiting to enter or to leave, by that time; not replayable)",
+                    bounds.join(" AND "),
+                    if filter.only_enters() { "enter" } else { "enter and leave" },
+                    tables[0]
+                ));
+            }
+            NodeKind::Proctime { clock } => {
+                let columns: Vec<&str> = node
+                    .watermarks
+                    .iter()
+                    .filter(|w| w.clock == *clock)
+                    .map(|w| node.schema.field(w.column).name().as_str())
+                    .collect();
+                self.lines.push(format!(
+                    "{pad}Proctime {}: the wall clock at each chunk; watermark: the wall clock at each barrier (not replayable)",
+                    columns.join(", ")
+                ));
+            }
             NodeKind::Lookup(lookup) => {
                 self.lines.push(format!(
                     "{pad}LookupJoin {} on {} into the current rows of \"{}\" (no join state; changes to \"{}\" emit nothing; not replayable)",

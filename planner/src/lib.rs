@@ -14,6 +14,7 @@
 //!   into Eddy's before parsing.
 //! - [`temporal_joins`]: `FOR SYSTEM_TIME AS OF` and `ASOF JOIN`, rewritten into joins whose
 //!   condition a marker function wraps.
+//! - [`wall_clock`]: `PROCTIME()` and the `now()` marker of temporal filters.
 //! - [`window`]: `TUMBLE` / `HOP` / `CUMULATE` / `SESSION` as DataFusion table functions, and
 //!   the window-assignment kernel shared by batch queries and the streaming window operator.
 //! - [`session`]: sessions in batch, and the rule that partitions them by the GROUP BY keys.
@@ -35,6 +36,7 @@ pub mod session;
 pub mod statement;
 pub mod stream;
 pub mod temporal_joins;
+pub mod wall_clock;
 pub mod window;
 
 pub use error::{PlanError, Result};
@@ -44,7 +46,7 @@ pub use stream::{
     AggregatePlan, AsofOrder, AsofPlan, FinalRows, GroupingSetSpec, History, JoinClock,
     JoinOutputKey, JoinPlan, JoinSideInfo, LookupPlan, NodeKind, OverWindowPlan, PartitionClose,
     RankKind, SessionWindow, SourceInfo, StreamCatalog, StreamInput, StreamNode, StreamPlan,
-    TopNPlan, UnionPlan, WatermarkColumn, WindowBound,
+    TemporalFilterPlan, TimeBound, TopNPlan, UnionPlan, WatermarkColumn, WindowBound,
 };
 pub use window::{
     WindowFunction, WindowKind, WindowSpec, WindowTableFunction, WindowTableProvider,

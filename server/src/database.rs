@@ -129,6 +129,10 @@ impl Database {
         for marker in eddy_planner::temporal_joins::JoinMarker::all() {
             ctx.register_udf(marker);
         }
+        // PROCTIME(), and the marker a view's now() becomes (see eddy_planner::wall_clock).
+        for function in eddy_planner::wall_clock::WallClockFunction::all() {
+            ctx.register_udf(function);
+        }
         // Sessions are kept apart by the GROUP BY keys, in batch as in views.
         ctx.add_analyzer_rule(Arc::new(SessionPartitionRule));
         let query_memory_limit = Arc::new(std::sync::atomic::AtomicUsize::new(

@@ -108,6 +108,8 @@ impl Database {
             .await?;
         let plan = crate::decimal_literals::rescale_exponent_literals(plan)?;
         let plan = eddy_planner::distinct_on::distinct_on_as_rank(plan)?;
+        // Before the optimizer folds now() into the time of this statement.
+        let plan = eddy_planner::wall_clock::mark_now(plan)?;
         let optimized = state.optimize(&plan)?;
         let stream = plan_stream(&optimized, self, emit_on_window_close);
         // DataFusion turns a DISTINCT aggregate into an aggregate of aggregates. That helps over

@@ -222,3 +222,53 @@ async fn a_top_n_whose_partitions_never_close_is_announced() {
         .unwrap();
     assert_eq!(drain(&mut notices), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn the_wall_clock_in_a_view_is_announced_as_not_replayable() {
+    let eddy = EddyProcess::start_fresh().await.unwrap();
+    let (client, mut notices) = connect_with_notices(&eddy).await;
+    client
+        .batch_execute(
+            "CREATE TABLE readings (sensor INT, ts TIMESTAMP) APPEND ONLY;
+             CREATE VIEW timed AS SELECT *, PROCTIME() AS p_time FROM readings",
+        )
+        .await
+        .unwrap();
+    drain(&mut notices);
+    client
+        .batch_execute(
+            "CREATE MATERIALIZED VIEW last_minute AS
+             SELECT sensor FROM readings WHERE ts > now() - INTERVAL '1' MINUTE",
+        )
+        .await
+        .unwrap();
+    let got = drain(&mut notices);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].contains("\"last_minute\" is not replayable") && got[0].contains("now()"),
+        "{got:?}"
+    );
+    client
+        .batch_execute(
+            "CREATE MATERIALIZED VIEW per_second AS
+             SELECT sensor, count(*) AS n, window_start, window_end
+             FROM TUMBLE(timed, p_time, INTERVAL '1' SECOND)
+             GROUP BY sensor, window_start, window_end",
+        )
+        .await
+        .unwrap();
+    let got = drain(&mut notices);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].contains("\"per_second\" is not replayable") && got[0].contains("PROCTIME()"),
+        "{got:?}"
+    );
+    // Event time only: no notice.
+    client
+        .batch_execute(
+            "CREATE MATERIALIZED VIEW old AS SELECT sensor FROM readings WHERE ts > '2024-01-01'",
+        )
+        .await
+        .unwrap();
+    assert_eq!(drain(&mut notices), Vec::<String>::new());
+}

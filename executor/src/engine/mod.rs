@@ -550,7 +550,16 @@ impl Engine {
                 last_tick = Instant::now();
             }
             let due = last_commit.elapsed() >= interval;
-            if !self.acks.is_empty() || building || (self.dirty && due) || stop.is_some() {
+            // Views on the wall clock change with no row arriving: a barrier every interval.
+            let clocked = self
+                .views
+                .values()
+                .any(|v| v.graph.is_some() && v.plan.uses_wall_clock());
+            if !self.acks.is_empty()
+                || building
+                || ((self.dirty || clocked) && due)
+                || stop.is_some()
+            {
                 self.guarded(|engine| engine.commit_and_ack());
                 last_commit = Instant::now();
             } else if due {

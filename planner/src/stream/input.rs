@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use datafusion::common::{DFSchema, TableReference};
-use datafusion::datasource::source_as_provider;
+use datafusion::datasource::{source_as_provider, ViewTable};
 use datafusion::logical_expr::{Expr, TableScan};
 use datafusion::physical_expr::PhysicalExpr;
 
@@ -129,15 +129,35 @@ impl Planner<'_> {
         window: &WindowTableProvider,
     ) -> Result<Planned> {
         let reference = TableReference::bare(window.table_name.clone());
-        let source = self.catalog.source(&reference).ok_or_else(|| {
-            PlanError::NotSupported(format!(
-                "a window over \"{}\": only tables, sources and materialized views can feed a materialized view",
-                window.table_name
-            ))
-        })?;
-        let source_name = source.name.clone();
-        let table_schema = datafusion::catalog::TableProvider::schema(window.inner.as_ref());
-        let input = self.input_node(source, None, table_schema);
+        let inner: &dyn std::any::Any = window.inner.as_ref();
+        let (input, source_name) = match (
+            self.catalog.source(&reference),
+            inner.downcast_ref::<ViewTable>(),
+        ) {
+            (Some(source), _) => {
+                let source_name = source.name.clone();
+                let table_schema = datafusion::catalog::TableProvider::schema(window.inner.as_ref());
+                (self.input_node(source, None, table_schema), source_name)
+            }
+            // A plain view (Flink's `CREATE VIEW b AS SELECT *, PROCTIME() AS p_time FROM bid`):
+            // its query streams, and the window is over its rows.
+            (None, Some(view)) => {
+                let planned = self.plan_node(view.logical_plan())?;
+                if planned.window.is_some() {
+                    return Err(PlanError::NotSupported(format!(
+                        "a window over the plain view \"{}\", which has a window of its own",
+                        window.table_name
+                    )));
+                }
+                (planned.node, planned.source_name)
+            }
+            (None, None) => {
+                return Err(PlanError::NotSupported(format!(
+                    "a window over \"{}\": only tables, sources, plain views and materialized views can feed a materialized view",
+                    window.table_name
+                )))
+            }
+        };
         let time = input.watermark_on(window.time_column);
         let adds_key = window.spec.varying_column().is_some();
         let full = datafusion::catalog::TableProvider::schema(window);

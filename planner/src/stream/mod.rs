@@ -12,7 +12,8 @@
 //! join derives a clock of its own where its output is bounded by both inputs.
 //!
 //! One file per operator: [`input`] (tables, sources, views and window TVFs), [`project`]
-//! (projections and filters), [`aggregate`], [`join`], [`union`], [`top_n`], [`over_window`].
+//! (projections and filters), [`aggregate`], [`join`], [`union`], [`top_n`], [`over_window`],
+//! [`temporal_filter`] (`now()` in WHERE).
 
 mod aggregate;
 mod grouping_sets;
@@ -22,6 +23,7 @@ mod join_bounds;
 mod over_window;
 mod project;
 mod temporal;
+mod temporal_filter;
 mod top_n;
 mod union;
 
@@ -41,6 +43,7 @@ pub use join::{JoinClock, JoinOutputKey, JoinPlan, JoinSideInfo};
 pub use join_bounds::Eviction;
 pub use over_window::{FinalRows, History, OverWindowPlan};
 pub use temporal::{AsofOrder, AsofPlan, LookupPlan};
+pub use temporal_filter::{BoundOp, TemporalFilterPlan, TimeBound};
 pub use top_n::{PartitionClose, RankKind, TopNPlan};
 pub use union::UnionPlan;
 
@@ -151,6 +154,13 @@ pub enum NodeKind {
     TopN(Box<TopNPlan>),
     /// Window functions `OVER (PARTITION BY ... ORDER BY ...)`.
     OverWindow(Box<OverWindowPlan>),
+    /// Rows enter and leave as the wall clock passes bounds on their time (`now()` in WHERE).
+    TemporalFilter(Box<TemporalFilterPlan>),
+    /// Above a projection computing `PROCTIME()`: advances `clock` (which bounds those columns)
+    /// with the wall clock at every barrier.
+    Proctime {
+        clock: usize,
+    },
 }
 
 /// One incremental operator and the inputs it reads (none for an input, two for a join).
@@ -185,7 +195,10 @@ impl StreamNode {
     /// How many state tables this node's operator keeps (aggregates one, joins one per side).
     pub fn state_tables(&self) -> usize {
         match &self.kind {
-            NodeKind::Aggregate(_) | NodeKind::TopN(_) | NodeKind::OverWindow(_) => 1,
+            NodeKind::Aggregate(_)
+            | NodeKind::TopN(_)
+            | NodeKind::OverWindow(_)
+            | NodeKind::TemporalFilter(_) => 1,
             NodeKind::Join(_) | NodeKind::Asof(_) => 2,
             _ => 0,
         }
@@ -309,7 +322,24 @@ impl StreamPlan {
                 "its lookup join (FOR SYSTEM_TIME AS OF PROCTIME()) joins each row with the rows of \"{}\" at the moment it arrives: the answer depends on arrival order and is not replayable (FOR SYSTEM_TIME AS OF a time column, or ASOF JOIN, are)",
                 lookup.table
             )),
+            NodeKind::TemporalFilter(_) => Some(
+                "its WHERE compares with now(): rows enter and leave the view as the wall clock passes (its rows depend on when they are read, and a replay differs)".into(),
+            ),
+            NodeKind::Proctime { .. } => Some(
+                "PROCTIME() is the wall-clock time each row is processed at: the answer depends on when rows arrive and is not replayable".into(),
+            ),
             _ => None,
+        })
+    }
+
+    /// Whether operators act on the wall clock (a temporal filter, `PROCTIME()`): the view
+    /// needs a barrier every checkpoint interval even when no row arrives.
+    pub fn uses_wall_clock(&self) -> bool {
+        self.root.walk().into_iter().any(|node| {
+            matches!(
+                node.kind,
+                NodeKind::TemporalFilter(_) | NodeKind::Proctime { .. }
+            )
         })
     }
 
@@ -413,6 +443,11 @@ pub fn plan_stream(
 
 impl Planner<'_> {
     fn physical(&self, expr: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
+        if crate::wall_clock::calls(expr, crate::wall_clock::NOW_MARKER) {
+            return Err(PlanError::NotSupported(
+                "now() in a materialized view outside a WHERE comparison with a row's time (a temporal filter such as WHERE ts > now() - INTERVAL '1' HOUR); use PROCTIME() for the time a row is processed".into(),
+            ));
+        }
         Ok(create_physical_expr(
             expr,
             schema,

@@ -8,13 +8,20 @@ use datafusion::logical_expr::{Filter, Operator, Projection};
 use datafusion::physical_expr::expressions::{BinaryExpr, Column};
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::{project_key_columns, project_watermarks, NodeKind, Planned, Planner, SESSION_KEEP};
+use super::{
+    project_key_columns, project_watermarks, NodeKind, Planned, Planner, WatermarkColumn,
+    SESSION_KEEP,
+};
+use crate::wall_clock::{is_call, PROCTIME_FUNCTION};
 use crate::Result;
 
 impl Planner<'_> {
     pub(super) fn plan_filter(&mut self, filter: &Filter) -> Result<Planned> {
         if let Some(top_n) = self.plan_rank_filter(filter)? {
             return Ok(top_n);
+        }
+        if let Some(temporal) = self.plan_temporal_filter(filter)? {
+            return Ok(temporal);
         }
         let planned = self.plan_node(&filter.input)?;
         let predicate = self.physical(&filter.predicate, filter.input.schema())?;
@@ -55,7 +62,24 @@ impl Planner<'_> {
             .iter()
             .map(|e| self.physical(e, input))
             .collect::<Result<Vec<_>>>()?;
-        let watermarks = project_watermarks(&planned.node.watermarks, &projection.expr, input);
+        let mut watermarks = project_watermarks(&planned.node.watermarks, &projection.expr, input);
+        // PROCTIME() columns: a clock of their own, which the wall clock advances.
+        let proctime: Vec<usize> = projection
+            .expr
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| is_call(&(*e).clone().unalias(), PROCTIME_FUNCTION))
+            .map(|(i, _)| i)
+            .collect();
+        let proctime_clock = (!proctime.is_empty()).then(|| self.new_clock());
+        if let Some(clock) = proctime_clock {
+            watermarks.retain(|w| !proctime.contains(&w.column));
+            watermarks.extend(proctime.iter().map(|&column| WatermarkColumn {
+                column,
+                clock,
+                shift: 0,
+            }));
+        }
         let key_columns = project_key_columns(&planned.node.key_columns, &projection.expr, input);
         let windows = super::project_windows(&planned.node.windows, &projection.expr, input);
         let mut schema = projection.schema.as_arrow().clone();
@@ -71,6 +95,10 @@ impl Planner<'_> {
         node.watermarks = watermarks;
         node.key_columns = key_columns;
         node.windows = windows;
+        if let Some(clock) = proctime_clock {
+            let schema = node.schema.clone();
+            node = node.wrap(NodeKind::Proctime { clock }, schema);
+        }
         planned.node = node;
         Ok(planned)
     }
