@@ -17,7 +17,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef};
 use datafusion::arrow::compute::{cast, concat};
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
-use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::arrow::row::{RowConverter, Rows, SortField};
 use eddy_planner::{FinalRows, OverWindowPlan};
 use eddy_storage::{EpochBatch, RowCodec, StorageError, Store, TableId};
 use hashbrown::{HashMap, HashSet};
@@ -397,7 +397,7 @@ impl Operator for OverWindowOperator {
             .iter()
             .map(|e| Ok(e.expr.evaluate(&chunk.batch)?.into_array(chunk.len())?))
             .collect::<Result<Vec<_>>>()?;
-        let orders = self.order.convert_columns(&order_columns)?;
+        let orders = convert_order(&self.order, &order_columns, chunk.len())?;
         let keys = self.key_codec.encode(chunk.key_columns(), chunk.len())?;
         let rows = self.row_codec.encode(chunk.batch.columns(), chunk.len())?;
         let times = match self.plan.final_rows {
@@ -509,4 +509,18 @@ impl Operator for OverWindowOperator {
     fn state_bytes(&self) -> usize {
         self.row_size.total(self.rows)
     }
+}
+
+/// The rows' places in the ORDER BY. Arrow's converter gives no rows for no columns, and an
+/// OVER without ORDER BY still needs one (empty) place per row.
+fn convert_order(converter: &RowConverter, columns: &[ArrayRef], num_rows: usize) -> Result<Rows> {
+    if !columns.is_empty() {
+        return Ok(converter.convert_columns(columns)?);
+    }
+    let mut rows = converter.empty_rows(num_rows, 0);
+    let parser = converter.parser();
+    for _ in 0..num_rows {
+        rows.push(parser.parse(&[]));
+    }
+    Ok(rows)
 }
