@@ -13,11 +13,13 @@
 //! - [`wire`]: a raw protocol client, for what drivers never send.
 //! - [`postgres`]: a throwaway PostgreSQL 15, the reference of the differential tests.
 
+use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -113,11 +115,22 @@ fn exe_name(name: &str) -> String {
     format!("{name}{}", std::env::consts::EXE_SUFFIX)
 }
 
-/// Returns a loopback port that was free a moment ago.
+/// Returns a loopback port that was free a moment ago and that this process has not handed
+/// out before (tests run in parallel threads; two servers told the same port would race).
 pub fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("binding port 0")?;
-    Ok(listener.local_addr()?.port())
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    loop {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("binding port 0")?;
+        let port = listener.local_addr()?.port();
+        let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+        if handed_out.insert(port) {
+            return Ok(port);
+        }
+    }
 }
+
+/// What eddy logs once its Postgres listener is bound.
+const ACCEPTING_LINE: &str = "eddy is accepting connections";
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -364,6 +377,7 @@ impl EddyProcess {
 
     async fn spawn_once(&mut self) -> Result<()> {
         let log = self.open_log()?;
+        let log_start = log.metadata().map_or(0, |m| m.len());
         let mut command = Command::new(&self.config.binary);
         command
             .arg("--listen")
@@ -371,6 +385,17 @@ impl EddyProcess {
             .arg("--data-dir")
             .arg(&self.config.data_dir)
             .envs(self.config.env.iter().map(|(k, v)| (k, v)));
+        // Whatever filter is asked for, keep the line that says the listener is bound.
+        let filter = self
+            .config
+            .env
+            .iter()
+            .find(|(k, _)| k == "EDDY_LOG")
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var("EDDY_LOG").ok());
+        if let Some(filter) = filter {
+            command.env("EDDY_LOG", format!("{filter},eddy=info"));
+        }
         if let Some(interval) = &self.config.checkpoint_interval {
             command.arg("--checkpoint-interval").arg(interval);
         }
@@ -385,10 +410,12 @@ impl EddyProcess {
             .spawn()
             .with_context(|| format!("spawning {}", self.config.binary.display()))?;
         self.child = Some(child);
-        self.wait_until_accepting().await
+        self.wait_until_accepting(log_start).await
     }
 
-    async fn wait_until_accepting(&mut self) -> Result<()> {
+    /// Waits until the port accepts connections and this process's log (from `log_start`) says
+    /// it bound the listener: a connection alone could reach another server given the same port.
+    async fn wait_until_accepting(&mut self, log_start: u64) -> Result<()> {
         let started = Instant::now();
         loop {
             if let Some(child) = self.child.as_mut() {
@@ -403,7 +430,9 @@ impl EddyProcess {
             }
             let connect = tokio::net::TcpStream::connect(self.addr());
             if let Ok(Ok(_stream)) = tokio::time::timeout(Duration::from_secs(1), connect).await {
-                return Ok(());
+                if self.log_since(log_start).contains(ACCEPTING_LINE) {
+                    return Ok(());
+                }
             }
             if started.elapsed() > self.config.start_timeout {
                 let _ = self.kill9();
@@ -416,6 +445,15 @@ impl EddyProcess {
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
+    }
+
+    /// The log written since byte `start`.
+    fn log_since(&self, start: u64) -> String {
+        let bytes = std::fs::read(&self.config.log_file).unwrap_or_default();
+        let start = usize::try_from(start)
+            .unwrap_or(usize::MAX)
+            .min(bytes.len());
+        String::from_utf8_lossy(&bytes[start..]).into_owned()
     }
 
     fn open_log(&self) -> Result<File> {
@@ -500,6 +538,13 @@ mod tests {
         let port = free_port().unwrap();
         assert_ne!(port, 0);
         TcpListener::bind((Ipv4Addr::LOCALHOST, port)).unwrap();
+    }
+
+    #[test]
+    fn free_port_never_hands_out_a_port_twice() {
+        let ports: Vec<u16> = (0..2000).map(|_| free_port().unwrap()).collect();
+        let distinct: BTreeSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), ports.len());
     }
 
     #[test]
