@@ -22,7 +22,7 @@ use eddy_sqllogictest::EddyProcess;
 
 /// The `.slt` suites the SQL fuzzer mutates.
 pub fn slt_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sqllogictest/slt")
+    manifest_dir().join("../sqllogictest/slt")
 }
 
 /// How large each fuzzer's run is.
@@ -111,4 +111,11 @@ fn check_log(eddy: &EddyProcess, report: &mut Report) {
     for line in log.lines().filter(|l| l.contains("panicked")) {
         report.fail(format!("a panic in the server's log: {line}"));
     }
+}
+
+/// This crate's folder: cargo's value when it runs the test (the binary may have been built in
+/// another checkout sharing the target directory), else the one compiled in.
+fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
 }

@@ -129,7 +129,7 @@ async fn same_answers_as_postgres_15() {
     let eddy = EddyProcess::start_fresh().await.expect("start eddy");
     let (client, _connection) = eddy.connect().await.expect("connect to eddy");
 
-    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("reference");
+    let folder = common::manifest_dir().join("reference");
     let mut files: Vec<_> = std::fs::read_dir(&folder)
         .expect("list reference/")
         .filter_map(|entry| entry.ok().map(|e| e.path()))

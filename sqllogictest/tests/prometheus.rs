@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use eddy_sqllogictest::{free_port, EddyProcess};
 
 fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    common::manifest_dir().join("..")
 }
 
 /// A Prometheus of the test's own, killed when dropped.

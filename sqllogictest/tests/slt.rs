@@ -42,7 +42,7 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| eprintln!("{info}")));
     // Flags are for libtest-style runners; the first other argument filters.
     let filter = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("slt");
+    let root = manifest_dir().join("slt");
     let files = match slt_files(&root, filter.as_deref()) {
         Ok(files) => files,
         Err(err) => {
@@ -413,4 +413,11 @@ impl std::error::Error for EddyDbError {
             Self::Harness(err) => err.source(),
         }
     }
+}
+
+/// This crate's folder: cargo's value when it runs the test (the binary may have been built in
+/// another checkout sharing the target directory), else the one compiled in.
+fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
 }

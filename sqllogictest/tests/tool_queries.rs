@@ -45,7 +45,7 @@ fn rows(messages: &[SimpleQueryMessage]) -> Vec<String> {
 
 #[tokio::test]
 async fn bi_tools_catalog_queries_run() {
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/tool_queries.sql");
+    let fixture = common::manifest_dir().join("clients/tool_queries.sql");
     let text = std::fs::read_to_string(&fixture).expect("read the fixture");
     let blocks = blocks(&text);
     for tool in ["grafana", "metabase", "superset", "dbeaver"] {

@@ -5,7 +5,7 @@
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// A table with a primary key, a view over it and a source: what catalog browsing should list.
 pub const SAMPLE_OBJECTS: &str =
@@ -53,7 +53,14 @@ pub fn require(what: &str, path: Option<PathBuf>) -> Option<PathBuf> {
     }
 }
 
+/// This crate's folder: cargo's value when it runs the test (the binary may have been built in
+/// another checkout sharing the target directory), else the one compiled in.
+pub fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 /// The folder of client scripts in this crate.
 pub fn scripts_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("clients")
+    manifest_dir().join("clients")
 }
