@@ -24,6 +24,8 @@ mod nexmark;
 mod nexmark_files;
 mod process;
 mod queries;
+#[cfg(test)]
+mod query_answers;
 mod recovery;
 mod serve;
 mod serve_mix;
