@@ -41,6 +41,8 @@ pub struct TableDef {
     pub watermark: Option<(usize, i64)>,
     /// Whether rows are kept (tables) or only streamed on (a view's reader of a source).
     pub stored: bool,
+    /// Columns the engine fills with the wall clock as rows arrive (`AS PROCTIME()`).
+    pub processing_time: Vec<usize>,
 }
 
 impl TableDef {

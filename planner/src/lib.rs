@@ -6,6 +6,7 @@
 //! - [`statement`]: splits SQL text into statements and parses Eddy's extensions
 //!   (`WATERMARK FOR`, `APPEND ONLY`, `EMIT ON WINDOW CLOSE`, `FLUSH`, `RECOVER`, `SHOW ...`)
 //!   around sqlparser.
+//! - [`proctime_column`]: a source's `p_time TIMESTAMPTZ AS PROCTIME()` column.
 //! - [`alter_statement`]: `ALTER ... RENAME TO`.
 //! - [`cursor_statement`]: `FETCH` and `MOVE` on a cursor.
 //! - [`pg_literals`]: Postgres' interval, bytea and float literal forms.
@@ -32,6 +33,7 @@ pub mod index_statement;
 pub mod limits;
 pub mod names;
 pub mod pg_literals;
+pub mod proctime_column;
 pub mod session;
 pub mod statement;
 pub mod stream;

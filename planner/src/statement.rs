@@ -84,6 +84,8 @@ pub enum IncludeKind {
     Partition,
     Offset,
     Timestamp,
+    /// `name TIMESTAMPTZ AS PROCTIME()`: the wall-clock time the row entered Eddy.
+    ProcessingTime,
 }
 
 impl IncludeKind {
@@ -93,6 +95,7 @@ impl IncludeKind {
             IncludeKind::Partition => "partition",
             IncludeKind::Offset => "offset",
             IncludeKind::Timestamp => "timestamp",
+            IncludeKind::ProcessingTime => "proctime",
         }
     }
 }
@@ -307,6 +310,11 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
             tokens.truncate(w[w.len() - 2].0);
         }
         let watermark = take_watermark(&mut tokens)?;
+        if !crate::proctime_column::take_proctime_columns(&mut tokens)?.is_empty() {
+            return Err(PlanError::NotSupported(
+                "AS PROCTIME() on a table without a connector: its rows arrive by INSERT; select PROCTIME() in the view that reads it".into(),
+            ));
+        }
         let statement = parse_sql(tokens)?;
         let Statement::CreateTable(create) = &statement else {
             return Err(PlanError::Syntax("expected CREATE TABLE".into()));
@@ -464,6 +472,7 @@ fn parse_create_source(
     table_tokens.retain(|t| *t != Token::EOF);
     table_tokens.extend_from_slice(&tokens[*name_at..=close]);
     let watermark = take_watermark(&mut table_tokens)?;
+    let proctime_columns = crate::proctime_column::take_proctime_columns(&mut table_tokens)?;
     let table = parse_sql(table_tokens)?;
     let Statement::CreateTable(create) = &table else {
         return Err(PlanError::Syntax(format!("expected {kind}")));
@@ -556,6 +565,11 @@ fn parse_create_source(
             "{kind} needs WITH (connector = '...')"
         )));
     }
+    def.includes.extend(
+        proctime_columns
+            .into_iter()
+            .map(|name| (IncludeKind::ProcessingTime, name)),
+    );
     Ok(EddyStatement::CreateSource(Box::new(def)))
 }
 

@@ -527,6 +527,7 @@ impl Database {
             append_only,
             watermark,
             stored: true,
+            processing_time: Vec::new(),
         })
     }
 

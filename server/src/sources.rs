@@ -13,7 +13,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use eddy_executor::connector::{include_type, Encode, SourceSpec};
 use eddy_executor::engine::{Restore, SourceDefinition};
 use eddy_executor::{TableDef, TableKey};
-use eddy_planner::statement::SourceDef;
+use eddy_planner::statement::{IncludeKind, SourceDef};
 use eddy_storage::{CatalogEntry, ObjectKind};
 
 use crate::database::{Database, Object, Outcome};
@@ -112,6 +112,7 @@ impl Database {
             schema: schema.clone(),
             includes: def.includes.iter().map(|(kind, _)| *kind).collect(),
         };
+        let first_include = payload.schema.fields().len();
         let table = TableDef {
             name: def.name.clone(),
             schema,
@@ -119,6 +120,13 @@ impl Database {
             append_only: !upsert,
             watermark: payload.watermark,
             stored: def.stored,
+            processing_time: def
+                .includes
+                .iter()
+                .enumerate()
+                .filter(|(_, (kind, _))| *kind == IncludeKind::ProcessingTime)
+                .map(|(i, _)| first_include + i)
+                .collect(),
         };
         Ok((spec, table))
     }

@@ -231,6 +231,7 @@ impl StreamCatalog for Database {
                         shift: 0,
                     })
                     .collect(),
+                processing_time: def.processing_time.clone(),
             }),
             Some(Object::View(info)) => Some(info.clone()),
             Some(Object::PlainView(_)) | None => None,

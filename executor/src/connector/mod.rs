@@ -202,7 +202,9 @@ pub fn include_type(kind: IncludeKind) -> DataType {
         IncludeKind::Key => DataType::Utf8,
         IncludeKind::Partition => DataType::Int32,
         IncludeKind::Offset => DataType::Int64,
-        IncludeKind::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
+        IncludeKind::Timestamp | IncludeKind::ProcessingTime => {
+            DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into()))
+        }
     }
 }
 
@@ -236,10 +238,39 @@ pub fn with_includes(
                 }))
                 .with_timezone("+00:00"),
             ),
+            // Stamped again when the engine takes the rows (see `stamp_processing_time`).
+            IncludeKind::ProcessingTime => processing_time(n),
         };
         columns.push(column);
     }
     Ok(RecordBatch::try_new(spec.schema.clone(), columns)?)
+}
+
+fn processing_time(rows: usize) -> ArrayRef {
+    let now = eddy_planner::wall_clock::wall_clock_micros();
+    Arc::new(TimestampMicrosecondArray::from(vec![now; rows]).with_timezone("+00:00"))
+}
+
+/// Sets a source's `AS PROCTIME()` columns to the wall clock now. The engine calls it as it
+/// takes each batch, on the thread that also stamps barriers with the wall clock, so no row is
+/// ever behind the processing-time watermark already sent.
+pub fn stamp_processing_time(spec: &SourceSpec, rows: RecordBatch) -> Result<RecordBatch> {
+    let first_include = spec.payload_schema.fields().len();
+    let stamped: Vec<usize> = spec
+        .includes
+        .iter()
+        .enumerate()
+        .filter(|(_, kind)| **kind == IncludeKind::ProcessingTime)
+        .map(|(i, _)| first_include + i)
+        .collect();
+    if stamped.is_empty() {
+        return Ok(rows);
+    }
+    let mut columns = rows.columns().to_vec();
+    for column in stamped {
+        columns[column] = processing_time(rows.num_rows());
+    }
+    Ok(RecordBatch::try_new(rows.schema(), columns)?)
 }
 
 /// Checks a source's options and builds its connector (also used at CREATE time, so a bad

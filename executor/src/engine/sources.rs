@@ -176,12 +176,12 @@ impl Engine {
                 if batch.rows.num_rows() == 0 {
                     return Ok(());
                 }
+                let rows = crate::connector::stamp_processing_time(&feed.spec, batch.rows)?;
                 let store = self.store.clone();
                 let table = self.feed_table(target).ok_or_else(|| {
                     ExecError::UndefinedObject(format!("no table for feed {target}"))
                 })?;
-                let changes =
-                    table.apply(batch.rows, batch.deletes, &batch.split, store.as_ref())?;
+                let changes = table.apply(rows, batch.deletes, &batch.split, store.as_ref())?;
                 self.route(target, changes)
             }
         }

@@ -106,6 +106,14 @@ impl Planner<'_> {
                 source.key_columns.clone(),
             ),
         };
+        let processing_time: Vec<usize> = source
+            .processing_time
+            .iter()
+            .filter_map(|&column| match &projection {
+                Some(projection) => projection.iter().position(|&p| p == column),
+                None => Some(column),
+            })
+            .collect();
         let node = StreamNode {
             kind: NodeKind::Input {
                 input: self.inputs.len(),
@@ -120,7 +128,20 @@ impl Planner<'_> {
             windows: Vec::new(),
         };
         self.inputs.push(StreamInput { source, clock_base });
-        node
+        if processing_time.is_empty() {
+            return node;
+        }
+        // Columns of the wall clock: a clock of their own, which the wall clock advances.
+        let clock = self.new_clock();
+        let mut node = node;
+        node.watermarks
+            .extend(processing_time.into_iter().map(|column| WatermarkColumn {
+                column,
+                clock,
+                shift: 0,
+            }));
+        let schema = node.schema.clone();
+        node.wrap(NodeKind::Proctime { clock }, schema)
     }
 
     fn plan_window_scan(

@@ -88,6 +88,8 @@ pub struct SourceInfo {
     pub append_only: bool,
     /// The columns the input's clocks bound (a table: the one its watermark is declared on).
     pub watermarks: Vec<WatermarkColumn>,
+    /// Columns holding the wall-clock time each row arrived at (a source's `AS PROCTIME()`).
+    pub processing_time: Vec<usize>,
 }
 
 impl SourceInfo {
@@ -264,6 +266,7 @@ impl StreamPlan {
             key_columns: self.root.key_columns.clone(),
             append_only: self.append_only,
             watermarks: self.watermarks.clone(),
+            processing_time: Vec::new(),
         }
     }
 
