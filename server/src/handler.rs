@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use arrow_pg::datatypes::{arrow_schema_to_pg_fields, into_pg_type};
 use async_trait::async_trait;
-use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef};
 use datafusion::common::ParamValues;
 use datafusion::sql::sqlparser::ast::Statement;
 use eddy_planner::limits::StatementLimits;
@@ -256,6 +256,21 @@ const LITERAL_PREFIXES: &[&str] = &[
     "List",
 ];
 
+/// An oid column cast to another type (`typelem::regtype::text`) keeps the oid's field
+/// metadata through DataFusion's cast; reported as `oid`, text would be read as a number.
+fn without_stale_oid_alias(field: FieldRef) -> FieldRef {
+    let stale = field.data_type() != &DataType::Int32
+        && field
+            .metadata()
+            .contains_key(arrow_pg::datatypes::PG_OID_ALIAS_KEY);
+    if !stale {
+        return field;
+    }
+    let mut metadata = field.metadata().clone();
+    metadata.remove(arrow_pg::datatypes::PG_OID_ALIAS_KEY);
+    Arc::new(field.as_ref().clone().with_metadata(metadata))
+}
+
 /// Result column names as Postgres gives them to unnamed expressions: a function call is
 /// named after the function (`count(*)` → `count`), a literal is `?column?`. Other names
 /// (columns, aliases) stay as they are.
@@ -288,6 +303,7 @@ fn postgres_names(schema: &Schema) -> Schema {
                 Some(name) => Arc::new(f.as_ref().clone().with_name(name)),
                 None => f.clone(),
             })
+            .map(without_stale_oid_alias)
             .collect::<Vec<_>>(),
         schema.metadata().clone(),
     )
@@ -380,14 +396,20 @@ impl QueryParser for EddyQueryParser {
     }
 
     fn get_parameter_types(&self, statement: &PreparedStatement) -> PgWireResult<Vec<Type>> {
-        statement
+        let mut types = statement
             .parameter_types
             .iter()
             .map(|t| match t {
                 Some(t) => into_pg_type(t),
                 None => Ok(Type::UNKNOWN),
             })
-            .collect()
+            .collect::<PgWireResult<Vec<Type>>>()?;
+        for (position, oid_type) in crate::parameters::oid_casts(&statement.parsed.sql) {
+            if let Some(t) = types.get_mut(position) {
+                *t = oid_type;
+            }
+        }
+        Ok(types)
     }
 
     fn get_result_schema(

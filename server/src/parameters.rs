@@ -47,3 +47,58 @@ pub fn decode<S: Clone>(
     as_text.parameters = values;
     deserialize_parameters(&as_text, inferred)
 }
+
+/// Parameters cast to `oid` or `oid[]` (`$1::oid[]`), which Postgres describes as those types.
+/// Eddy holds oids as `int4`, but a driver that knows `oid[]` and not `int4[]` must hear `oid[]`:
+/// asyncpg's type introspection binds `$1::oid[]`, and told `int4[]` it would introspect `int4[]`
+/// with itself, without end.
+pub fn oid_casts(sql: &str) -> Vec<(usize, Type)> {
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+
+    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize() else {
+        return Vec::new();
+    };
+    let tokens: Vec<&Token> = tokens
+        .iter()
+        .filter(|t| !matches!(t, Token::Whitespace(_)))
+        .collect();
+    let mut casts = Vec::new();
+    for (i, token) in tokens.iter().enumerate() {
+        let Token::Placeholder(placeholder) = token else {
+            continue;
+        };
+        let Some(position) = placeholder
+            .strip_prefix('$')
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|n| *n > 0)
+        else {
+            continue;
+        };
+        let is_oid = matches!(tokens.get(i + 2), Some(Token::Word(w)) if w.value.eq_ignore_ascii_case("oid"));
+        if tokens.get(i + 1) != Some(&&Token::DoubleColon) || !is_oid {
+            continue;
+        }
+        let array = tokens.get(i + 3) == Some(&&Token::LBracket)
+            && tokens.get(i + 4) == Some(&&Token::RBracket);
+        casts.push((
+            position - 1,
+            if array { Type::OID_ARRAY } else { Type::OID },
+        ));
+    }
+    casts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_cast_to_oid_are_described_as_oid() {
+        assert_eq!(
+            oid_casts("SELECT * FROM t WHERE t.oid = any($1::oid[]) AND x = $2 :: OID"),
+            vec![(0, Type::OID_ARRAY), (1, Type::OID)]
+        );
+        assert!(oid_casts("SELECT $1::int[], '$1::oid'").is_empty());
+    }
+}
