@@ -44,6 +44,7 @@ pub(crate) fn apply(statement: &mut Statement) {
     unique_output_names(statement);
     exists_in_select_list(statement);
     vectors_as_text(statement);
+    crate::pg_regtype::apply(statement);
 }
 
 /// `pg_index`'s columns of Postgres' vector types.

@@ -23,7 +23,7 @@
 //! - [`pg_catalog`], [`pg_keys`], [`pg_functions`], [`pg_text_functions`] and
 //!   [`information_schema`]: what drivers and BI tools read about the database;
 //!   [`pg_json`] (`->`, `->>`), [`pg_interval_arithmetic`] (`interval * number`),
-//!   [`pg_typeof`] and [`pg_sizes`]; [`pg_foreign`]: sources as
+//!   [`pg_typeof`], [`pg_sizes`] and [`pg_regtype`] (`regtype` as names); [`pg_foreign`]: sources as
 //!   foreign tables.
 //! - [`database`]: statement dispatch — DDL and DML to the engine, queries to DataFusion.
 //! - [`create_table_as`]: `CREATE TABLE ... AS SELECT`.
@@ -73,6 +73,7 @@ pub mod pg_indexes;
 pub mod pg_interval_arithmetic;
 pub mod pg_json;
 pub mod pg_keys;
+pub mod pg_regtype;
 pub mod pg_sizes;
 pub mod pg_text;
 pub mod pg_text_functions;

@@ -163,6 +163,14 @@ pub(crate) fn register(
     type_oids: HashMap<String, i32>,
 ) {
     use DataType::{Boolean, Int32, Int64, Utf8};
+    ctx.register_udf(function(
+        crate::pg_regtype::REGTYPE_NAMES,
+        &[vec![Utf8]],
+        DataType::List(Arc::new(
+            datafusion::arrow::datatypes::Field::new_list_field(Utf8, true),
+        )),
+        |args, rows| crate::pg_regtype::type_names(&args[0], rows),
+    ));
     ctx.register_udf(function("version", &[], Utf8, |_, rows| {
         Ok(texts(rows, |_| Some(version_string())))
     }));

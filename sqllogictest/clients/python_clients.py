@@ -1,6 +1,6 @@
 """Python's Postgres stack against a running eddy: psycopg 3 with parameters and prepared
 statements, psycopg 2's named (server-side) cursors, SQLAlchemy's inspector
-and stream_results, pandas.read_sql of a materialized view. Run by sqllogictest/tests/clients.rs with
+and stream_results, pandas.read_sql of a materialized view, pgcli's completion queries. Run by sqllogictest/tests/clients.rs with
 EDDY_PORT set; exits non-zero (with the failing check) on any mismatch."""
 
 import datetime
@@ -10,6 +10,7 @@ import sys
 
 import pandas
 import psycopg
+from pgcli.pgexecute import PGExecute
 import psycopg2
 import sqlalchemy
 
@@ -149,7 +150,25 @@ def sqlalchemy_stream_results():
               [row.sensor for row in result], [1, 2, 3])
 
 
+def pgcli_completion_metadata():
+    """What pgcli's completer loads on connect (its completion thread stops at the first
+    error): columns with their types' names, and functions with their argument types."""
+    pgexecute = PGExecute(database="dev", user=USER, password=PASSWORD or None,
+                          host="127.0.0.1", port=PORT, dsn=None)
+    columns = {(table, column): type_name
+               for _, table, column, type_name, *_ in pgexecute.table_columns()}
+    check("pgcli: a table's columns with their types' names",
+          (columns.get(("readings", "sensor")), columns.get(("readings", "value"))),
+          ("integer", "double precision"))
+    functions = {f.func_name: f for f in pgexecute.functions()}
+    check("pgcli: functions with their argument and result types",
+          (functions["length"].arg_types[:1], functions["length"].return_type),
+          (("text",), "integer"))
+    check("pgcli: tables and views", ("public", "readings") in set(pgexecute.tables()), True)
+
+
 psycopg_with_parameters()
+pgcli_completion_metadata()
 psycopg_prepared_then_rollback()
 psycopg2_named_cursor()
 sqlalchemy_stream_results()
