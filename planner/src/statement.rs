@@ -67,6 +67,10 @@ pub enum EddyStatement {
     /// `EXPLAIN CREATE MATERIALIZED VIEW ...`: the streaming plan, nothing created.
     ExplainView(Box<EddyStatement>),
     Flush,
+    /// `REFRESH MATERIALIZED VIEW name`: a view is always current; this waits for it as FLUSH.
+    RefreshMaterializedView {
+        name: String,
+    },
     Recover,
     ShowTables,
     ShowMaterializedViews,
@@ -243,6 +247,9 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
     if only(&["RECOVER"]) {
         return Ok(EddyStatement::Recover);
     }
+    if starts_with(&w, &["REFRESH", "MATERIALIZED", "VIEW"]) {
+        return parse_refresh(tokens, &w);
+    }
     if only(&["SHOW", "TABLES"]) {
         return Ok(EddyStatement::ShowTables);
     }
@@ -389,6 +396,52 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
         }),
         other => Ok(EddyStatement::Sql(Box::new(other))),
     }
+}
+
+/// `REFRESH MATERIALIZED VIEW [CONCURRENTLY] name [WITH DATA]` (dbt refreshes a view model's
+/// materialized view on every run).
+fn parse_refresh(tokens: Vec<Token>, w: &[(usize, String)]) -> Result<EddyStatement> {
+    let mut at = 3;
+    if w.get(at).is_some_and(|(_, word)| word == "CONCURRENTLY") {
+        at += 1;
+    }
+    let Some(&(start, _)) = w.get(at) else {
+        return Err(PlanError::Syntax(
+            "REFRESH MATERIALIZED VIEW needs a name".into(),
+        ));
+    };
+    let mut rest: Vec<Token> = tokens[start..]
+        .iter()
+        .filter(|t| !is_trivia(t))
+        .cloned()
+        .collect();
+    let tail: Vec<String> = rest
+        .iter()
+        .rev()
+        .take(3)
+        .map(|t| t.to_string().to_uppercase())
+        .collect();
+    if tail.len() == 3 && tail[2] == "WITH" && tail[1] == "NO" && tail[0] == "DATA" {
+        return Err(PlanError::NotSupported(
+            "REFRESH MATERIALIZED VIEW ... WITH NO DATA: a materialized view is always kept up to date".into(),
+        ));
+    }
+    if tail.len() >= 2 && tail[1] == "WITH" && tail[0] == "DATA" {
+        rest.truncate(rest.len() - 2);
+    }
+    let dialect = PostgreSqlDialect {};
+    let mut parser = Parser::new(&dialect).with_tokens(rest);
+    let name = parser.parse_object_name(false)?;
+    let next = parser.peek_token();
+    if next.token != Token::EOF {
+        return Err(PlanError::Syntax(format!(
+            "unexpected {} after the name in REFRESH MATERIALIZED VIEW",
+            next.token
+        )));
+    }
+    Ok(EddyStatement::RefreshMaterializedView {
+        name: crate::names::resolve_object_name(&name)?,
+    })
 }
 
 fn parse_sql(tokens: Vec<Token>) -> Result<Statement> {

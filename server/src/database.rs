@@ -362,6 +362,26 @@ impl Database {
                 self.engine.flush().await?;
                 Ok(Outcome::command("FLUSH"))
             }
+            EddyStatement::RefreshMaterializedView { name } => {
+                match self.object(name) {
+                    Some(Object::View(_)) => {}
+                    Some(_) => {
+                        return Err(ServerError::new(
+                            "42809",
+                            format!("\"{name}\" is not a materialized view"),
+                        ))
+                    }
+                    None => {
+                        return Err(ServerError::new(
+                            "42P01",
+                            format!("relation \"{name}\" does not exist"),
+                        ))
+                    }
+                }
+                // Always current: refreshing waits until it has taken in what has arrived.
+                self.engine.flush().await?;
+                Ok(Outcome::command("REFRESH MATERIALIZED VIEW"))
+            }
             EddyStatement::Recover => {
                 self.engine.recover().await?;
                 Ok(Outcome::command("RECOVER"))

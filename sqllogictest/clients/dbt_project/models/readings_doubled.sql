@@ -1,0 +1,2 @@
+{{ config(materialized='table') }}
+SELECT sensor, value * 2 AS doubled FROM readings

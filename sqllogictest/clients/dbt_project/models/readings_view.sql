@@ -1,0 +1,2 @@
+{{ config(materialized='view') }}
+SELECT sensor, value FROM readings WHERE value > 0
