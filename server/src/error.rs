@@ -186,6 +186,11 @@ impl From<DataFusionError> for ServerError {
             DataFusionError::Internal(m) if m.starts_with("Failed to coerce types") => {
                 return ServerError::new("42883", m.clone());
             }
+            // An aggregate given arguments none of its signatures takes (`sum(text)`), found
+            // when a view's plan is coerced: Postgres says the function does not exist.
+            DataFusionError::Internal(m) if m.contains("failed to match any signature") => {
+                return ServerError::new("42883", m.clone());
+            }
             _ => "XX000",
         };
         ServerError::new(code, message)
@@ -203,5 +208,12 @@ mod tests {
         ));
         assert_eq!(error.code, "42883");
         assert!(!error.message.contains("bug"), "{}", error.message);
+        let error = ServerError::from(DataFusionError::Context(
+            "type_coercion".into(),
+            Box::new(DataFusionError::Internal(
+                "Function 'sum' failed to match any signature, errors: Error during planning: Function 'sum' requires Decimal, but received String".into(),
+            )),
+        ));
+        assert_eq!(error.code, "42883");
     }
 }

@@ -204,14 +204,22 @@ impl Engine {
                 def.name
             )));
         }
+        // Check the connector's options (and reach the broker) before the table enters the
+        // catalog: a table whose connector cannot be built would not restore.
         if let Some(spec) = &feed {
-            crate::connector::refuse_unknown_options(spec)?;
+            crate::connector::validate(spec)?;
         }
-        let entry = self.new_entry(ObjectKind::Table, def.name.clone(), sql, 1)?;
+        // Written to the catalog only once its feed runs: an entry for a table that failed to
+        // start would not restore.
+        let entry = self.allocate_entry(ObjectKind::Table, def.name.clone(), sql, 1);
         let id = entry.table_ids[0];
         let table = TableRuntime::open(id, def, self.store.as_ref())?;
         if let Some(spec) = feed {
             self.start_feed(&entry.name, spec, id, &table)?;
+        }
+        if let Err(error) = entry.write(&mut self.epoch_writes) {
+            self.feeds.remove(&entry.name);
+            return Err(error.into());
         }
         self.tables.insert(entry.name.clone(), (entry, table));
         Ok(id)
