@@ -290,7 +290,8 @@ fn exists_in_select_list(statement: &mut Statement) {
     }
 }
 
-fn parse(sql: &str) -> Option<Expr> {
+/// One SQL expression, parsed as Postgres writes it.
+pub(crate) fn parse(sql: &str) -> Option<Expr> {
     Parser::new(&PostgreSqlDialect {})
         .try_with_sql(sql)
         .and_then(|mut p| p.parse_expr())

@@ -56,6 +56,10 @@ pub fn oid_casts(sql: &str) -> Vec<(usize, Type)> {
     use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
     use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 
+    // Most statements have no such cast: no second tokenizing for them.
+    if !sql.contains("::") || !sql.to_ascii_lowercase().contains("oid") {
+        return Vec::new();
+    }
     let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize() else {
         return Vec::new();
     };

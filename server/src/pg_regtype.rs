@@ -20,8 +20,8 @@ use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs};
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, ArrayElemTypeDef, DataType as SqlType, Expr, Statement,
 };
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-use datafusion::sql::sqlparser::parser::Parser;
+
+use crate::catalog_rewrites::parse;
 
 /// The function the `regtype[]`-to-`text[]` casts become.
 pub(crate) const REGTYPE_NAMES: &str = "eddy_regtype_names";
@@ -46,13 +46,6 @@ fn is_text(data_type: &SqlType) -> bool {
             if name.to_string().eq_ignore_ascii_case("pg_catalog.text"))
 }
 
-fn parse_expr(sql: &str) -> Option<Expr> {
-    Parser::new(&PostgreSqlDialect {})
-        .try_with_sql(sql)
-        .and_then(|mut p| p.parse_expr())
-        .ok()
-}
-
 /// Rewrites the `regtype` display casts of `statement` (see the module's comment).
 pub(crate) fn apply(statement: &mut Statement) {
     let _ = visit_expressions_mut(statement, |expr| {
@@ -72,7 +65,7 @@ pub(crate) fn apply(statement: &mut Statement) {
             } = inner.as_ref()
             {
                 if is_regtype(inner_type) {
-                    if let Some(call) = parse_expr(&format!("format_type({oid}, NULL)")) {
+                    if let Some(call) = parse(&format!("format_type({oid}, NULL)")) {
                         *expr = call;
                     }
                 }
@@ -90,7 +83,7 @@ pub(crate) fn apply(statement: &mut Statement) {
                 } = e
                 {
                     if array_of(data_type).is_some_and(is_regtype) {
-                        if let Some(call) = parse_expr(&format!("{REGTYPE_NAMES}({oids})")) {
+                        if let Some(call) = parse(&format!("{REGTYPE_NAMES}({oids})")) {
                             *e = call;
                             found = true;
                         }
@@ -155,6 +148,7 @@ pub(crate) fn type_names(vectors: &ArrayRef, rows: usize) -> Result<ArrayRef> {
 #[cfg(test)]
 mod tests {
     use datafusion::arrow::array::StringArray;
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
     use datafusion::sql::sqlparser::parser::Parser;
 
     use super::*;
