@@ -1,5 +1,5 @@
-//! `ALTER TABLE | VIEW | MATERIALIZED VIEW | SOURCE [IF EXISTS] name RENAME TO new_name`, read
-//! at the token level (sqlparser knows only some of these forms).
+//! `ALTER TABLE | VIEW | MATERIALIZED VIEW | SOURCE [IF EXISTS] name RENAME TO new_name` and
+//! `... OWNER TO role`, read at the token level (sqlparser knows only some of these forms).
 
 use datafusion::sql::sqlparser::tokenizer::Token;
 
@@ -51,34 +51,47 @@ fn identifier(token: &Token) -> Option<String> {
     }
 }
 
-/// Reads a rename from the significant tokens of an `ALTER` statement; `None` when the
-/// statement is another `ALTER` (left to sqlparser).
-pub fn parse_rename(tokens: &[Token]) -> Result<Option<RenameStatement>> {
+/// `ALTER ... name OWNER TO role` (pg_dump writes one for every relation it dumps).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnerStatement {
+    pub kind: RelationKind,
+    pub if_exists: bool,
+    pub name: String,
+    /// The role named, folded (`CURRENT_USER`, `SESSION_USER` and `CURRENT_ROLE` as written).
+    pub owner: String,
+}
+
+/// The relation an `ALTER` names, and where its action starts.
+struct AlterTarget {
+    kind: RelationKind,
+    if_exists: bool,
+    parts: Vec<String>,
+    action_at: usize,
+}
+
+fn alter_target(tokens: &[Token]) -> Option<AlterTarget> {
     let word = |i: usize| keyword(tokens.get(i));
     if word(0).as_deref() != Some("ALTER") {
-        return Ok(None);
+        return None;
     }
     let (kind, mut i) = match (word(1).as_deref(), word(2).as_deref()) {
         (Some("TABLE"), _) => (RelationKind::Table, 2),
         (Some("VIEW"), _) => (RelationKind::View, 2),
         (Some("MATERIALIZED"), Some("VIEW")) => (RelationKind::MaterializedView, 3),
         (Some("SOURCE"), _) => (RelationKind::Source, 2),
-        _ => return Ok(None),
+        _ => return None,
     };
     let if_exists = word(i).as_deref() == Some("IF") && word(i + 1).as_deref() == Some("EXISTS");
     if if_exists {
         i += 2;
     }
-    // `ONLY` (ALTER TABLE ONLY t) changes nothing for a rename.
+    // `ONLY` (ALTER TABLE ONLY t) changes nothing without inheritance.
     if kind == RelationKind::Table && word(i).as_deref() == Some("ONLY") {
         i += 1;
     }
     let mut parts = Vec::new();
     loop {
-        let Some(part) = tokens.get(i).and_then(identifier) else {
-            return Ok(None);
-        };
-        parts.push(part);
+        parts.push(tokens.get(i).and_then(identifier)?);
         i += 1;
         if tokens.get(i) == Some(&Token::Period) {
             i += 1;
@@ -86,6 +99,22 @@ pub fn parse_rename(tokens: &[Token]) -> Result<Option<RenameStatement>> {
             break;
         }
     }
+    Some(AlterTarget {
+        kind,
+        if_exists,
+        parts,
+        action_at: i,
+    })
+}
+
+/// Reads a rename from the significant tokens of an `ALTER` statement; `None` when the
+/// statement is another `ALTER` (left to sqlparser).
+pub fn parse_rename(tokens: &[Token]) -> Result<Option<RenameStatement>> {
+    let word = |i: usize| keyword(tokens.get(i));
+    let Some(target) = alter_target(tokens) else {
+        return Ok(None);
+    };
+    let i = target.action_at;
     if word(i).as_deref() != Some("RENAME") || word(i + 1).as_deref() != Some("TO") {
         return Ok(None);
     }
@@ -98,10 +127,36 @@ pub fn parse_rename(tokens: &[Token]) -> Result<Option<RenameStatement>> {
         )));
     }
     Ok(Some(RenameStatement {
-        kind,
-        if_exists,
-        name: crate::names::resolve_parts(&parts)?,
+        kind: target.kind,
+        if_exists: target.if_exists,
+        name: crate::names::resolve_parts(&target.parts)?,
         new_name,
+    }))
+}
+
+/// Reads `ALTER ... name OWNER TO role`; `None` for other `ALTER`s.
+pub fn parse_owner(tokens: &[Token]) -> Result<Option<OwnerStatement>> {
+    let word = |i: usize| keyword(tokens.get(i));
+    let Some(target) = alter_target(tokens) else {
+        return Ok(None);
+    };
+    let i = target.action_at;
+    if word(i).as_deref() != Some("OWNER") || word(i + 1).as_deref() != Some("TO") {
+        return Ok(None);
+    }
+    let Some(owner) = tokens.get(i + 2).and_then(identifier) else {
+        return Err(PlanError::Syntax("OWNER TO needs a role".into()));
+    };
+    if let Some(extra) = tokens.get(i + 3) {
+        return Err(PlanError::Syntax(format!(
+            "unexpected {extra} after the role in OWNER TO"
+        )));
+    }
+    Ok(Some(OwnerStatement {
+        kind: target.kind,
+        if_exists: target.if_exists,
+        name: crate::names::resolve_parts(&target.parts)?,
+        owner,
     }))
 }
 
@@ -153,8 +208,26 @@ mod tests {
     #[test]
     fn other_alters_are_left_alone_and_bad_renames_refused() {
         assert_eq!(parse("ALTER TABLE t RENAME COLUMN a TO b").unwrap(), None);
+        assert_eq!(parse("ALTER TABLE t OWNER TO postgres").unwrap(), None);
         assert_eq!(parse("ALTER TABLE t ADD COLUMN a INT").unwrap(), None);
         assert!(parse("ALTER TABLE t RENAME TO public.u").is_err());
         assert!(parse("ALTER TABLE other.t RENAME TO u").is_err());
+    }
+
+    #[test]
+    fn owner_to() {
+        let tokens: Vec<Token> = Tokenizer::new(
+            &PostgreSqlDialect {},
+            "ALTER TABLE ONLY public.t OWNER TO \"Postgres\"",
+        )
+        .tokenize()
+        .unwrap()
+        .into_iter()
+        .filter(|t| !matches!(t, Token::Whitespace(_) | Token::EOF))
+        .collect();
+        let owner = parse_owner(&tokens).unwrap().unwrap();
+        assert_eq!(owner.name, "t");
+        assert_eq!(owner.owner, "Postgres");
+        assert_eq!(owner.kind, RelationKind::Table);
     }
 }

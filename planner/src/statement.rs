@@ -53,6 +53,8 @@ pub enum EddyStatement {
     CreateIndex(crate::index_statement::CreateIndexStatement),
     /// `ALTER TABLE | VIEW | MATERIALIZED VIEW | SOURCE name RENAME TO new_name`.
     Rename(crate::alter_statement::RenameStatement),
+    /// `ALTER ... name OWNER TO role`.
+    AlterOwner(crate::alter_statement::OwnerStatement),
     Drop {
         object_type: ObjectType,
         names: Vec<String>,
@@ -274,6 +276,9 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
         if let Some(rename) = crate::alter_statement::parse_rename(&significant)? {
             return Ok(EddyStatement::Rename(rename));
         }
+        if let Some(owner) = crate::alter_statement::parse_owner(&significant)? {
+            return Ok(EddyStatement::AlterOwner(owner));
+        }
     }
     if starts_with(&w, &["DROP", "SOURCE"]) {
         let if_exists = starts_with(&w[2..], &["IF", "EXISTS"]);
@@ -335,6 +340,16 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
         });
     }
     if starts_with(&w, &["CREATE", "MATERIALIZED", "VIEW"]) {
+        let mut w = w;
+        // `WITH [NO] DATA` (pg_dump writes WITH NO DATA): a materialized view is filled as it
+        // is created and kept current, so either means the same here.
+        for tail in [&["WITH", "NO", "DATA"][..], &["WITH", "DATA"]] {
+            if ends_with(&w, tail) {
+                tokens.truncate(w[w.len() - tail.len()].0);
+                w.truncate(w.len() - tail.len());
+                break;
+            }
+        }
         let emit_on_window_close = ends_with(&w, &["EMIT", "ON", "WINDOW", "CLOSE"]);
         if emit_on_window_close {
             tokens.truncate(w[w.len() - 4].0);

@@ -4,7 +4,8 @@
 //!   columns hold function names, so the name is compared as text.
 //! - `ARRAY(SELECT ...)` over what is always empty in Eddy (role memberships, storage and
 //!   connector options: psql's `\du`, `\d+`, `\d` of a foreign table) is an empty `text[]`;
-//!   `array_to_string(x.nspacl, ...)` of an ACL (always the default, NULL) is NULL.
+//!   `array_to_string(x.nspacl, ...)` of an ACL (always the default) or of a column's options
+//!   (`attoptions`, none) is NULL.
 //! - Several select-list items with one name (`NULL, NULL, NULL` in JDBC's `getProcedures`):
 //!   Postgres allows it, DataFusion needs unique names; each repeat gets a name of its own
 //!   with a marker that the row description drops ([`client_name`]).
@@ -18,8 +19,9 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
-    GroupByExpr, Ident, Query, SelectItem, SetExpr, Statement, TableFactor, Value,
+    visit_expressions_mut, AccessExpr, BinaryOperator, Expr, FunctionArg, FunctionArgExpr,
+    FunctionArguments, GroupByExpr, Ident, Query, SelectItem, SetExpr, Statement, Subscript,
+    TableFactor, Value,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -27,7 +29,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 /// Where a name given here to keep select-list names unique begins its suffix.
 const NAME_MARK: char = '\u{1}';
 
-/// `pg_type`'s columns of type `regproc`.
+/// Catalog columns of type `regproc`, which the crate holds as the function's name.
 const REGPROC_COLUMNS: &[&str] = &[
     "typinput",
     "typoutput",
@@ -36,15 +38,103 @@ const REGPROC_COLUMNS: &[&str] = &[
     "typmodin",
     "typmodout",
     "typanalyze",
+    "typsubscript",
+    "oprcode",
+    "oprrest",
+    "oprjoin",
+    "amhandler",
+    "prsstart",
+    "prstoken",
+    "prsend",
+    "prsheadline",
+    "prslextype",
+    "tmplinit",
+    "tmpllexize",
+    "conproc",
+    "rngcanonical",
+    "rngsubdiff",
+    "aggfnoid",
+    "aggtransfn",
+    "aggfinalfn",
+    "aggcombinefn",
+    "aggserialfn",
+    "aggdeserialfn",
+    "aggmtransfn",
+    "aggminvtransfn",
+    "aggmfinalfn",
 ];
 
 pub(crate) fn apply(statement: &mut Statement) {
     regproc_comparisons(statement);
+    regproc_casts(statement);
+    name_subscripts(statement);
     empty_arrays(statement);
-    unique_output_names(statement);
     exists_in_select_list(statement);
     vectors_as_text(statement);
     crate::pg_regtype::apply(statement);
+    crate::system_columns::apply(statement);
+}
+
+/// Runs `rewrite`, then names each select-list item it changed as Postgres named the item
+/// before (`x.tableoid` stays `tableoid`, `prsstart::oid` stays `prsstart`): clients find
+/// columns by name (pg_dump's `PQfnumber`).
+pub(crate) fn keeping_output_names(
+    statement: &mut Statement,
+    rewrite: impl FnOnce(&mut Statement),
+) {
+    let before: Vec<Option<(String, String)>> = match statement {
+        Statement::Query(query) => match query.body.as_ref() {
+            SetExpr::Select(select) => select
+                .projection
+                .iter()
+                .map(|item| match item {
+                    SelectItem::UnnamedExpr(expr) => Some((expr.to_string(), postgres_name(expr))),
+                    _ => None,
+                })
+                .collect(),
+            _ => vec![],
+        },
+        _ => vec![],
+    };
+    rewrite(statement);
+    restore_names(statement, before);
+    // Last: the names given above may repeat.
+    unique_output_names(statement);
+}
+
+/// `x::regproc`, `x::oid`...: DataFusion names it after the cast, Postgres after `x`.
+fn is_oid_alias_cast(expr: &Expr) -> bool {
+    let Expr::Cast { data_type, .. } = expr else {
+        return false;
+    };
+    let target = data_type.to_string().to_ascii_lowercase();
+    matches!(
+        target.trim_start_matches("pg_catalog."),
+        "oid" | "regproc" | "regclass" | "regtype" | "regnamespace" | "regrole" | "regprocedure"
+    ) && column_name(named_part(expr)).is_some()
+}
+
+fn restore_names(statement: &mut Statement, before: Vec<Option<(String, String)>>) {
+    let Statement::Query(query) = statement else {
+        return;
+    };
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return;
+    };
+    if select.projection.len() != before.len() {
+        return;
+    }
+    for (item, before) in select.projection.iter_mut().zip(before) {
+        let (SelectItem::UnnamedExpr(expr), Some((text, name))) = (&*item, before) else {
+            continue;
+        };
+        if (expr.to_string() != text || is_oid_alias_cast(expr)) && name != "?column?" {
+            *item = SelectItem::ExprWithAlias {
+                expr: expr.clone(),
+                alias: Ident::with_quote('"', name),
+            };
+        }
+    }
 }
 
 /// `pg_index`'s columns of Postgres' vector types.
@@ -161,6 +251,57 @@ fn regproc_comparisons(statement: &mut Statement) {
     });
 }
 
+/// `regproc_column::regproc` is the name the column already holds; `regproc_column::oid`
+/// (pg_dump's dependency lookups) has no function OID to give: NULL, which pg_dump reads as 0.
+fn regproc_casts(statement: &mut Statement) {
+    let _ = visit_expressions_mut(statement, |expr| {
+        if let Expr::Cast {
+            expr: operand,
+            data_type,
+            ..
+        } = expr
+        {
+            let is_regproc =
+                column_name(operand).is_some_and(|name| REGPROC_COLUMNS.contains(&name.as_str()));
+            let target = data_type.to_string().to_ascii_lowercase();
+            match target.trim_start_matches("pg_catalog.") {
+                "regproc" if is_regproc => *expr = operand.as_ref().clone(),
+                "oid" if is_regproc => {
+                    if let Some(null) = parse("CAST(NULL AS INT)") {
+                        *expr = null;
+                    }
+                }
+                _ => {}
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// Catalog columns of type `name`, which Postgres subscripts as an array of characters.
+const NAME_COLUMNS: &[&str] = &[
+    "typname", "relname", "proname", "attname", "nspname", "conname", "rolname",
+];
+
+/// `typname[0] = '_'` (pg_dump tells array types so): a `name`'s subscript counts characters
+/// from 0; here the column is text, so it becomes `substr(typname, 1, 1)`.
+fn name_subscripts(statement: &mut Statement) {
+    let _ = visit_expressions_mut(statement, |expr| {
+        if let Expr::CompoundFieldAccess { root, access_chain } = expr {
+            let is_name =
+                column_name(root).is_some_and(|name| NAME_COLUMNS.contains(&name.as_str()));
+            if let ([AccessExpr::Subscript(Subscript::Index { index })], true) =
+                (access_chain.as_slice(), is_name)
+            {
+                if let Some(char) = parse(&format!("substr({root}, ({index}) + 1, 1)")) {
+                    *expr = char;
+                }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
 /// Tables and table functions whose rows are always empty in Eddy.
 const EMPTY_SOURCES: &[&str] = &["pg_auth_members", "pg_options_to_table", "unnest"];
 
@@ -197,9 +338,10 @@ fn empty_arrays(statement: &mut Statement) {
                 Some("CAST(make_array() AS TEXT[])")
             }
             ("array_to_string", FunctionArguments::List(list)) => {
+                // ACLs (always the default) and column options (none): NULL in Eddy.
                 let acl = list.args.first().is_some_and(|arg| {
                     matches!(arg, FunctionArg::Unnamed(FunctionArgExpr::Expr(e))
-                        if column_name(e).is_some_and(|c| c.ends_with("acl")))
+                        if column_name(e).is_some_and(|c| c.ends_with("acl") || c == "attoptions"))
                 });
                 acl.then_some("CAST(NULL AS TEXT)")
             }

@@ -145,7 +145,7 @@ impl Database {
             .ok_or_else(|| ServerError::internal("default catalog missing"))?;
         catalog
             .register_schema(
-                "eddy_catalog",
+                crate::pg_eddy_extension::SCHEMA,
                 Arc::new(SystemSchema::new(engine.clone(), store.clone())),
             )
             .map_err(ServerError::from)?;
@@ -356,6 +356,7 @@ impl Database {
                     .await
             }
             EddyStatement::Rename(rename) => self.rename(rename).await,
+            EddyStatement::AlterOwner(owner) => self.alter_owner(owner),
             EddyStatement::CreateIndex(create) => self.create_index(create, &parsed.sql).await,
             EddyStatement::ExplainView(view) => self.explain_view(view).await,
             EddyStatement::Flush => {

@@ -3,7 +3,7 @@
 //! relations of their query, materialized views through theirs).
 
 use datafusion::sql::sqlparser::ast::ObjectType;
-use eddy_planner::alter_statement::{RelationKind, RenameStatement};
+use eddy_planner::alter_statement::{OwnerStatement, RelationKind, RenameStatement};
 use eddy_storage::ObjectKind;
 
 use crate::database::{Database, Object, Outcome};
@@ -16,6 +16,27 @@ fn describe(object: &Object) -> (ObjectKind, &'static str) {
         Object::View(_) => (ObjectKind::MaterializedView, "materialized view"),
         Object::Source(_) => (ObjectKind::Source, "source"),
         Object::PlainView(_) => (ObjectKind::View, "view"),
+    }
+}
+
+/// The names `OWNER TO` takes for the one role.
+const OWNER_NAMES: &[&str] = &["postgres", "current_user", "session_user", "current_role"];
+
+/// `ALTER TABLE` takes any relation, as in Postgres; the others only their own kind (42809).
+fn check_kind(kind: RelationKind, name: &str, object: &Object) -> Result<()> {
+    let (object_kind, actual) = describe(object);
+    let expected = match kind {
+        RelationKind::Table => None,
+        RelationKind::View => Some((ObjectKind::View, "a view")),
+        RelationKind::MaterializedView => Some((ObjectKind::MaterializedView, "a materialized view")),
+        RelationKind::Source => Some((ObjectKind::Source, "a source")),
+    };
+    match expected {
+        Some((expected, article)) if expected != object_kind => Err(ServerError::new(
+            "42809",
+            format!("\"{name}\" is not {article} (it is a {actual})"),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -194,24 +215,7 @@ impl Database {
                 format!("relation \"{name}\" does not exist"),
             ));
         };
-        let (object_kind, actual) = describe(&object);
-        // ALTER TABLE renames any relation, as in Postgres; the others only their own kind.
-        let expected = match kind {
-            RelationKind::Table => None,
-            RelationKind::View => Some((ObjectKind::View, "a view")),
-            RelationKind::MaterializedView => {
-                Some((ObjectKind::MaterializedView, "a materialized view"))
-            }
-            RelationKind::Source => Some((ObjectKind::Source, "a source")),
-        };
-        if let Some((expected, article)) = expected {
-            if expected != object_kind {
-                return Err(ServerError::new(
-                    "42809",
-                    format!("\"{name}\" is not {article} (it is a {actual})"),
-                ));
-            }
-        }
+        check_kind(*kind, name, &object)?;
         if self.exists(new_name) {
             return Err(ServerError::new(
                 "42P07",
@@ -248,6 +252,39 @@ impl Database {
 
     /// Moves an object's registration (its provider, its reads, and the names other views
     /// read) from `old` to `new`.
+    /// `ALTER ... name OWNER TO role`: every object is owned by the one role, `postgres`
+    /// (pg_dump names it after each relation it dumps); naming it changes nothing.
+    pub(crate) fn alter_owner(&self, statement: &OwnerStatement) -> Result<Outcome> {
+        let OwnerStatement {
+            kind,
+            if_exists,
+            name,
+            owner,
+        } = statement;
+        let tag = kind.tag();
+        let Some(object) = self.object(name) else {
+            if *if_exists {
+                return Ok(Outcome::Command {
+                    tag: tag.to_string(),
+                    rows: None,
+                    notices: vec![format!("relation \"{name}\" does not exist, skipping")],
+                });
+            }
+            return Err(ServerError::new(
+                "42P01",
+                format!("relation \"{name}\" does not exist"),
+            ));
+        };
+        check_kind(*kind, name, &object)?;
+        if !OWNER_NAMES.contains(&owner.as_str()) {
+            return Err(ServerError::new(
+                "42704",
+                format!("role \"{owner}\" does not exist"),
+            ));
+        }
+        Ok(Outcome::command(tag))
+    }
+
     async fn rename_registered(&self, old: &str, new: &str, object: Object) -> Result<()> {
         let provider = self
             .ctx

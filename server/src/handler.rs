@@ -82,6 +82,20 @@ impl EddyHandler {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let error = |e: ServerError| Ok(Response::Error(Box::new(e.into_error_info())));
+        // EXECUTE runs the statement PREPARE kept, with the values given.
+        let bound;
+        let (parsed, params) = match &parsed.statement {
+            EddyStatement::Sql(statement) if matches!(**statement, Statement::Execute { .. }) => {
+                match crate::sql_prepare::bind(&self.db, client, statement).await {
+                    Ok((statement, params)) => {
+                        bound = statement;
+                        (&bound, params)
+                    }
+                    Err(e) => return error(e),
+                }
+            }
+            _ => (parsed, params),
+        };
         if let EddyStatement::Fetch(fetch) = &parsed.statement {
             let options = session::format_options(client.metadata());
             return match cursors::fetch(client, fetch).await {
@@ -91,6 +105,20 @@ impl EddyHandler {
             };
         }
         if let EddyStatement::Sql(statement) = &parsed.statement {
+            let answered = match statement.as_ref() {
+                Statement::Prepare { .. } => {
+                    Some(crate::sql_prepare::prepare(&self.parser, client, parsed, statement).await)
+                }
+                Statement::Lock(lock) => Some(protocol_statements::lock(&self.db, client, lock)),
+                _ => None,
+            };
+            if let Some(answer) = answered {
+                let options = session::format_options(client.metadata());
+                return match answer {
+                    Ok(outcome) => to_response(outcome, format, options, None),
+                    Err(e) => error(e),
+                };
+            }
             if protocol_statements::is_protocol_statement(statement) {
                 return match protocol_statements::execute(client, statement) {
                     Ok(outcome) => to_response(
@@ -434,8 +462,13 @@ impl QueryParser for EddyQueryParser {
 }
 
 impl EddyQueryParser {
+    /// Parses statements within the server's limits.
+    pub(crate) fn parse(&self, sql: &str) -> Result<Vec<ParsedStatement>, ServerError> {
+        Ok(parse_statements_within(sql, &self.limits)?)
+    }
+
     /// Parameter types and result columns of a statement, planned without running it.
-    async fn describe(
+    pub(crate) async fn describe(
         &self,
         parsed: &ParsedStatement,
     ) -> Result<(Vec<Option<DataType>>, Option<SchemaRef>), ServerError> {
@@ -470,6 +503,9 @@ impl EddyQueryParser {
                 | Statement::Commit { .. }
                 | Statement::Rollback { .. }
                 | Statement::Copy { .. }
+                | Statement::Prepare { .. }
+                | Statement::Execute { .. }
+                | Statement::Lock(_)
         ) {
             return Ok((vec![], None));
         }

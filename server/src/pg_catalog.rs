@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock, Weak};
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{
-    new_null_array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray,
+    new_null_array, ArrayRef, AsArray, BooleanArray, Int32Array, RecordBatch, StringArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Int32Type, SchemaRef, TimeUnit};
 use datafusion::catalog::{MemTable, SchemaProvider, Session, TableProvider};
@@ -81,26 +81,31 @@ pub fn install(db: &Arc<Database>) -> Result<(), ServerError> {
 }
 
 /// The one role `pg_roles` lists (psql's `\du`, JDBC's privileges): the owner every relation
-/// has (`pg_get_userbyid` names it `postgres`; relations' `relowner` is its OID, 0).
+/// has (`pg_get_userbyid` names it `postgres`), with Postgres' bootstrap superuser's OID
+/// ([`OWNER_OID`]), which the catalogs' rows name as owner.
 #[derive(Debug, Clone)]
 struct Roles;
 
 const OWNER: &str = "postgres";
 
+/// The OID of Postgres' bootstrap superuser, owner of every object.
+const OWNER_OID: i32 = 10;
+
 #[async_trait]
 impl PgCatalogContextProvider for Roles {
     async fn roles(&self) -> Vec<String> {
-        vec![OWNER.to_string()]
+        vec![OWNER.to_string(), DATABASE_OWNER.to_string()]
     }
 
     async fn role(&self, name: &str) -> Option<Role> {
-        (name == OWNER).then(|| Role {
-            name: OWNER.to_string(),
-            is_superuser: true,
-            can_login: true,
-            can_create_db: true,
-            can_create_role: true,
-            can_create_user: true,
+        let owner = name == OWNER;
+        (owner || name == DATABASE_OWNER).then(|| Role {
+            name: name.to_string(),
+            is_superuser: owner,
+            can_login: owner,
+            can_create_db: owner,
+            can_create_role: owner,
+            can_create_user: owner,
             can_replication: false,
             grants: vec![],
             inherited_roles: vec![],
@@ -127,7 +132,7 @@ fn type_oids() -> Result<HashMap<String, i32>> {
 }
 
 /// Postgres type names DataFusion lacks: the crate's (`regclass`, `pg_catalog.text`, ...)
-/// plus `json` and `jsonb`, kept as text.
+/// plus `json`, `jsonb` and `"char"`, kept as text.
 #[derive(Debug)]
 struct EddyTypePlanner;
 
@@ -135,6 +140,12 @@ impl TypePlanner for EddyTypePlanner {
     fn plan_type_field(&self, sql_type: &SqlDataType) -> Result<Option<FieldRef>> {
         match sql_type {
             SqlDataType::JSON | SqlDataType::JSONB => {
+                Ok(Some(Arc::new(Field::new("", DataType::Utf8, true))))
+            }
+            // `"char"`, the catalogs' one-byte type (`relkind`), held as text.
+            SqlDataType::Custom(name, modifiers)
+                if modifiers.is_empty() && name.to_string() == "\"char\"" =>
+            {
                 Ok(Some(Arc::new(Field::new("", DataType::Utf8, true))))
             }
             // TIMESTAMPTZ: an instant, kept in UTC (DataFusion would drop the zone).
@@ -170,6 +181,7 @@ impl SchemaProvider for EddyPgCatalog {
     fn table_names(&self) -> Vec<String> {
         let mut names = self.inner.table_names();
         names.extend(EDDYS_TABLES.iter().map(|name| name.to_string()));
+        names.extend(crate::pg_empty_catalogs::names().map(str::to_string));
         names
     }
 
@@ -183,7 +195,7 @@ impl SchemaProvider for EddyPgCatalog {
             })));
         }
         let Some(table) = self.inner.table(name).await? else {
-            return Ok(None);
+            return Ok(crate::pg_empty_catalogs::table(name));
         };
         let kind = match name.to_ascii_lowercase().as_str() {
             "pg_class" => Derived::Class,
@@ -196,6 +208,12 @@ impl SchemaProvider for EddyPgCatalog {
             "pg_index" => Derived::Keys("pg_index"),
             "pg_constraint" => Derived::Keys("pg_constraint"),
             "pg_attribute" => Derived::Attributes,
+            "pg_roles" => Derived::Roles,
+            "pg_namespace" => Derived::Namespaces,
+            "pg_rewrite" => Derived::NoRows,
+            "pg_init_privs" => Derived::TablePrivileges,
+            "pg_extension" => Derived::Extensions,
+            "pg_depend" => Derived::Dependencies,
             _ => return Ok(Some(table)),
         };
         let schema = match kind {
@@ -214,7 +232,9 @@ impl SchemaProvider for EddyPgCatalog {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        EDDYS_TABLES.iter().any(|t| name.eq_ignore_ascii_case(t)) || self.inner.table_exist(name)
+        EDDYS_TABLES.iter().any(|t| name.eq_ignore_ascii_case(t))
+            || crate::pg_empty_catalogs::names().any(|t| name.eq_ignore_ascii_case(t))
+            || self.inner.table_exist(name)
     }
 }
 
@@ -241,6 +261,19 @@ enum Derived {
     ForeignServers,
     /// Tables only (the crate lists every relation).
     Tables,
+    /// The role, with its OID.
+    Roles,
+    /// None of the crate's rows: `pg_rewrite`'s are the rules of Postgres' system views, which
+    /// Eddy does not have (pg_dump checks each rule's relation exists).
+    NoRows,
+    /// `pg_init_privs` without column privileges: `attacl` is NULL (pg_dump would revoke them).
+    TablePrivileges,
+    /// With `information_schema`'s OID as the crate's `pg_type` and `pg_proc` rows give it.
+    Namespaces,
+    /// With `eddy`, the extension of `eddy_catalog` ([`crate::pg_eddy_extension`]).
+    Extensions,
+    /// With the members of `eddy`.
+    Dependencies,
 }
 
 /// A catalog table computed from the crate's table and Eddy's objects at each scan.
@@ -312,6 +345,77 @@ impl DerivedTable {
         indexes_in(&batches, &schemas, objects, &self.db)
     }
 
+    /// Each view's dependencies on the relations it reads.
+    async fn view_dependencies(
+        &self,
+        state: &dyn Session,
+    ) -> Result<Vec<crate::pg_eddy_extension::Dependency>> {
+        let Some(db) = self.db.upgrade() else {
+            return Ok(vec![]);
+        };
+        let schemas = self.namespaces(state).await?;
+        let Some(classes) = self.catalog.table("pg_class").await? else {
+            return Ok(vec![]);
+        };
+        let plan = classes.scan(state, None, &[], None).await?;
+        let batches = collect(plan, state.task_ctx()).await?;
+        let relations = crate::pg_indexes::public_relations(&batches, &schemas)?;
+        let reads = db.reads.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut rows = Vec::new();
+        for (view, read) in &reads {
+            let Some(&(view_oid, _)) = relations.get(view) else {
+                continue;
+            };
+            for name in read {
+                if let Some(&(read_oid, _)) = relations.get(name) {
+                    rows.push(crate::pg_eddy_extension::view_reads(view_oid, read_oid));
+                }
+            }
+        }
+        Ok(rows)
+    }
+
+    /// The OIDs of the relations in one namespace.
+    async fn relations_in(&self, state: &dyn Session, namespace: i32) -> Result<Vec<i32>> {
+        let mut oids = Vec::new();
+        let Some(classes) = self.catalog.table("pg_class").await? else {
+            return Ok(oids);
+        };
+        let plan = classes.scan(state, None, &[], None).await?;
+        for batch in collect(plan, state.task_ctx()).await? {
+            let namespaces = column(&batch, "relnamespace")?.as_primitive::<Int32Type>();
+            let relations = column(&batch, "oid")?.as_primitive::<Int32Type>();
+            for i in 0..batch.num_rows() {
+                if namespaces.value(i) == namespace {
+                    oids.push(relations.value(i));
+                }
+            }
+        }
+        Ok(oids)
+    }
+
+    /// The crate's OID of each catalog relation, with Postgres' OID for it.
+    async fn catalog_oids(&self, state: &dyn Session) -> Result<HashMap<i32, i32>> {
+        let schemas = self.namespaces(state).await?;
+        let mut oids = HashMap::new();
+        let Some(classes) = self.catalog.table("pg_class").await? else {
+            return Ok(oids);
+        };
+        let plan = classes.scan(state, None, &[], None).await?;
+        for batch in collect(plan, state.task_ctx()).await? {
+            let names = column(&batch, "relname")?.as_string::<i32>();
+            let namespaces = column(&batch, "relnamespace")?.as_primitive::<Int32Type>();
+            let crate_oids = column(&batch, "oid")?.as_primitive::<Int32Type>();
+            for i in 0..batch.num_rows() {
+                let schema = schemas.get(&namespaces.value(i)).map_or("", String::as_str);
+                if let Some(oid) = postgres_oid(schema, names.value(i)) {
+                    oids.insert(crate_oids.value(i), oid);
+                }
+            }
+        }
+        Ok(oids)
+    }
+
     async fn rows(&self, state: &dyn Session) -> Result<Vec<RecordBatch>> {
         let plan: Arc<dyn ExecutionPlan> = self.inner.scan(state, None, &[], None).await?;
         let batches = collect(plan, state.task_ctx()).await?;
@@ -323,7 +427,11 @@ impl DerivedTable {
             }
             Derived::Attributes => {
                 let (_, indexes) = self.indexes(state, &objects).await?;
-                let mut batches = batches;
+                let catalog_oids = self.catalog_oids(state).await?;
+                let mut batches = batches
+                    .iter()
+                    .map(|batch| with_postgres_attrelids(batch, &catalog_oids))
+                    .collect::<Result<Vec<_>>>()?;
                 let columns =
                     crate::pg_indexes::index_attributes(&self.schema, &batches, &indexes)?;
                 batches.extend(columns);
@@ -345,6 +453,72 @@ impl DerivedTable {
                 *self.oids.write().unwrap_or_else(|e| e.into_inner()) = relations;
                 Ok(batches)
             }
+            Derived::Extensions | Derived::Dependencies => {
+                let schemas = self.namespaces(state).await?;
+                let Some(namespace) = schemas
+                    .iter()
+                    .find(|(_, name)| *name == crate::pg_eddy_extension::SCHEMA)
+                    .map(|(oid, _)| *oid)
+                else {
+                    return Ok(batches);
+                };
+                let mut batches = batches;
+                batches.push(match self.kind {
+                    Derived::Extensions => {
+                        crate::pg_eddy_extension::extension_row(&self.schema, namespace)?
+                    }
+                    _ => {
+                        let members = self.relations_in(state, namespace).await?;
+                        let mut rows =
+                            crate::pg_eddy_extension::extension_members(namespace, &members);
+                        rows.extend(self.view_dependencies(state).await?);
+                        crate::pg_eddy_extension::dependency_rows(&self.schema, &rows)?
+                    }
+                });
+                Ok(batches)
+            }
+            Derived::Namespaces => batches
+                .iter()
+                .map(|batch| {
+                    let names = column(batch, "nspname")?.as_string::<i32>();
+                    let oids = column(batch, "oid")?.as_primitive::<Int32Type>();
+                    let fixed: Int32Array = (0..batch.num_rows())
+                        .map(|i| Some(namespace_oid(names.value(i), oids.value(i))))
+                        .collect();
+                    let owners: Int32Array = (0..batch.num_rows())
+                        .map(|i| match names.value(i) {
+                            SCHEMA => Some(DATABASE_OWNER_OID),
+                            _ => Some(OWNER_OID),
+                        })
+                        .collect();
+                    let batch = replace_column(batch, "oid", Arc::new(fixed))?;
+                    replace_column(&batch, "nspowner", Arc::new(owners))
+                })
+                .collect(),
+            Derived::NoRows => Ok(vec![]),
+            Derived::TablePrivileges => batches
+                .iter()
+                .map(|batch| {
+                    let columns = column(batch, "objsubid")?.as_primitive::<Int32Type>();
+                    let keep: BooleanArray = columns.iter().map(|c| Some(c == Some(0))).collect();
+                    Ok(datafusion::arrow::compute::filter_record_batch(
+                        batch, &keep,
+                    )?)
+                })
+                .collect(),
+            Derived::Roles => batches
+                .iter()
+                .map(|batch| {
+                    let names = column(batch, "rolname")?.as_string::<i32>();
+                    let oids: Int32Array = (0..batch.num_rows())
+                        .map(|i| match names.value(i) {
+                            DATABASE_OWNER => Some(DATABASE_OWNER_OID),
+                            _ => Some(OWNER_OID),
+                        })
+                        .collect();
+                    replace_column(batch, "oid", Arc::new(oids))
+                })
+                .collect(),
             Derived::Tables => batches
                 .iter()
                 .map(|batch| keep_tables(batch, &objects))
@@ -405,6 +579,13 @@ fn indexes_in(
     keys.sort_by_key(|k| k.table_oid);
     let mut indexes: Vec<IndexRelation> = keys.iter().map(PrimaryKey::index).collect();
     indexes.extend(crate::pg_indexes::secondary_indexes(db, &relations));
+    // Every key and index is in `public`, under its fixed OID.
+    for key in &mut keys {
+        key.namespace_oid = PUBLIC_OID;
+    }
+    for index in &mut indexes {
+        index.namespace_oid = PUBLIC_OID;
+    }
     Ok((keys, indexes))
 }
 
@@ -420,6 +601,7 @@ fn fix_relkind(
     let namespaces = column(batch, "relnamespace")?.as_primitive::<Int32Type>();
     let oids = column(batch, "oid")?.as_primitive::<Int32Type>();
     let mut fixed = Vec::with_capacity(batch.num_rows());
+    let mut fixed_oids = Vec::with_capacity(batch.num_rows());
     for i in 0..batch.num_rows() {
         let schema = schemas
             .get(&namespaces.value(i))
@@ -432,14 +614,27 @@ fn fix_relkind(
             _ => kinds.value(i),
         };
         fixed.push(kind);
-        relations.insert(oids.value(i), (schema, name.to_string()));
+        let oid = postgres_oid(&schema, name).unwrap_or(oids.value(i));
+        fixed_oids.push(oid);
+        relations.insert(oid, (schema, name.to_string()));
     }
     let batch = replace_column(batch, "relkind", Arc::new(StringArray::from(fixed)))?;
+    let batch = replace_column(&batch, "oid", Arc::new(Int32Array::from(fixed_oids)))?;
+    let fixed_namespaces: Int32Array = (0..batch.num_rows())
+        .map(|i| {
+            let oid = namespaces.value(i);
+            let name = schemas.get(&oid).map_or("", String::as_str);
+            Some(namespace_oid(name, oid))
+        })
+        .collect();
+    let batch = replace_column(&batch, "relnamespace", Arc::new(fixed_namespaces))?;
     // A table with a primary key has its index (psql lists indexes only then).
     let has_index: BooleanArray = (0..batch.num_rows())
         .map(|i| Some(indexed.contains(&oids.value(i))))
         .collect();
     let batch = replace_column(&batch, "relhasindex", Arc::new(has_index))?;
+    let owner = Int32Array::from(vec![OWNER_OID; batch.num_rows()]);
+    let batch = replace_column(&batch, "relowner", Arc::new(owner))?;
     // No storage options on any relation, and default privileges (a NULL ACL: all to the
     // owner, as Postgres reads it).
     let mut columns = batch.columns().to_vec();
@@ -449,6 +644,57 @@ fn fix_relkind(
         with_reloptions(&batch.schema()),
         columns,
     )?)
+}
+
+/// The OID the crate's static `pg_type` and `pg_proc` rows give `information_schema` (the
+/// crate numbers the schema anew otherwise).
+const INFORMATION_SCHEMA_OID: i32 = 13_283;
+
+/// `public`'s OID in every Postgres database (the crate's `pg_description` has its comment).
+const PUBLIC_OID: i32 = 2200;
+
+/// The role that owns `public` since Postgres 15 (pg_dump then leaves the schema alone).
+const DATABASE_OWNER: &str = "pg_database_owner";
+const DATABASE_OWNER_OID: i32 = 6171;
+
+/// A namespace's OID: the crate's, but Postgres' fixed ones for `public` and
+/// `information_schema` (as the crate's static rows have it).
+fn namespace_oid(name: &str, oid: i32) -> i32 {
+    match name {
+        "information_schema" => INFORMATION_SCHEMA_OID,
+        SCHEMA => PUBLIC_OID,
+        _ => oid,
+    }
+}
+
+/// Postgres' own OID for a catalog relation ([`crate::pg_catalog_oids`]).
+fn postgres_oid(schema: &str, name: &str) -> Option<i32> {
+    (schema == "pg_catalog")
+        .then(|| crate::pg_catalog_oids::catalog_oid(name))
+        .flatten()
+}
+
+/// `pg_attribute` rows of catalog relations, with their relations' Postgres OIDs (the crate
+/// numbers them as `pg_class`'s rows before [`fix_relkind`]).
+/// No column has privileges of its own (`attacl` NULL: the crate's rows copy some of
+/// Postgres', which pg_dump would revoke).
+fn with_postgres_attrelids(
+    batch: &RecordBatch,
+    catalog_oids: &HashMap<i32, i32>,
+) -> Result<RecordBatch> {
+    let attrelids = column(batch, "attrelid")?.as_primitive::<Int32Type>();
+    let fixed: Int32Array = attrelids
+        .iter()
+        .map(|oid| oid.map(|oid| catalog_oids.get(&oid).copied().unwrap_or(oid)))
+        .collect();
+    let batch = replace_column(batch, "attrelid", Arc::new(fixed))?;
+    match batch.schema().index_of("attacl") {
+        Ok(at) => {
+            let none = new_null_array(batch.schema().field(at).data_type(), batch.num_rows());
+            replace_column(&batch, "attacl", none)
+        }
+        Err(_) => Ok(batch),
+    }
 }
 
 fn reloptions_type() -> DataType {

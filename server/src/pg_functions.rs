@@ -421,6 +421,21 @@ pub(crate) fn register(
             no_comment,
         ));
     }
+    // Every object has the default privileges, which Eddy gives as a NULL ACL (pg_dump then
+    // grants nothing).
+    ctx.register_udf(function(
+        "acldefault",
+        &[vec![Utf8, Int32]],
+        Utf8,
+        no_comment,
+    ));
+    // Eddy has no triggers (pg_trigger is empty).
+    ctx.register_udf(function(
+        "pg_get_triggerdef",
+        &[vec![Int32], vec![Int32, Boolean]],
+        Utf8,
+        no_comment,
+    ));
     ctx.register_udf(function(
         "pg_get_serial_sequence",
         &[vec![Utf8, Utf8]],

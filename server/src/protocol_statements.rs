@@ -1,12 +1,12 @@
 //! SQL statements about the connection's protocol state that drivers and poolers send:
 //! `DEALLOCATE [PREPARE] name | ALL` (psycopg 3 after a ROLLBACK, a DROP or an ALTER) and
-//! `DISCARD ALL` (pgbouncer between clients).
+//! `DISCARD ALL` (pgbouncer between clients), and `LOCK TABLE` (pg_dump locks what it dumps).
 
-use datafusion::sql::sqlparser::ast::{DiscardObject, Statement};
+use datafusion::sql::sqlparser::ast::{DiscardObject, Lock, Statement};
 use pgwire::api::store::PortalStore;
 use pgwire::api::ClientPortalStore;
 
-use crate::database::Outcome;
+use crate::database::{Database, Outcome};
 use crate::error::{Result, ServerError};
 
 /// Whether this statement is answered here.
@@ -30,7 +30,13 @@ where
         Statement::Deallocate { name, .. }
             if name.quote_style.is_none() && name.value.eq_ignore_ascii_case("all") =>
         {
+            crate::sql_prepare::deallocate_all(client);
             Ok(Outcome::command("DEALLOCATE ALL"))
+        }
+        Statement::Deallocate { name, .. }
+            if crate::sql_prepare::deallocate(client, &eddy_planner::names::fold(name)) =>
+        {
+            Ok(Outcome::command("DEALLOCATE"))
         }
         Statement::Deallocate { name, .. } => {
             let store = client.portal_store();
@@ -47,6 +53,7 @@ where
             match object_type {
                 DiscardObject::ALL => {
                     client.portal_store().clear_portals();
+                    crate::sql_prepare::deallocate_all(client);
                     crate::session::reset_all(client.metadata_mut());
                     crate::cursors::close_all(client);
                 }
@@ -59,4 +66,26 @@ where
             "not a protocol statement: {other}"
         ))),
     }
+}
+
+/// `LOCK TABLE`: reads see one snapshot each and writes are serialized by the engine, so
+/// there is nothing to take; the tables must exist, and as in Postgres it needs a transaction.
+pub fn lock<C: pgwire::api::ClientInfo>(db: &Database, client: &C, lock: &Lock) -> Result<Outcome> {
+    use pgwire::messages::response::TransactionStatus;
+    if client.transaction_status() == TransactionStatus::Idle {
+        return Err(ServerError::new(
+            "25P01",
+            "LOCK TABLE can only be used in transaction blocks",
+        ));
+    }
+    for target in &lock.tables {
+        let name = eddy_planner::names::resolve_object_name(&target.name)?;
+        if !db.exists(&name) {
+            return Err(ServerError::new(
+                "42P01",
+                format!("relation \"{name}\" does not exist"),
+            ));
+        }
+    }
+    Ok(Outcome::command("LOCK TABLE"))
 }

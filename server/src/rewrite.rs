@@ -63,9 +63,12 @@ fn rewrite_client_forms(parsed: ParsedStatement) -> ParsedStatement {
         Ok(mut statements) if statements.len() == 1 => statements.remove(0),
         _ => parser.rewrite(*statement),
     });
-    qualify_eddy_catalog_tables(&mut statement);
-    // Before the scalar subqueries are wrapped: it reads the crate's regproc lookups.
-    crate::catalog_rewrites::apply(&mut statement);
+    crate::catalog_search_path::apply(&mut statement);
+    crate::catalog_rewrites::keeping_output_names(&mut statement, |statement| {
+        // Before the scalar subqueries are wrapped: it reads the crate's regproc lookups.
+        crate::catalog_rewrites::apply(statement);
+        crate::empty_catalog_selects::apply(statement);
+    });
     // The reparse above reads the original text: Postgres' literal forms again.
     eddy_planner::pg_literals::normalize_literals(&mut statement);
     aggregate_scalar_subqueries(&mut statement);
@@ -164,28 +167,6 @@ pub fn with_session_settings(
         });
     }
     parsed
-}
-
-/// `pg_catalog` tables of Eddy's own, found without their schema as Postgres finds them
-/// (`pg_catalog` comes first on every search path).
-fn qualify_eddy_catalog_tables(statement: &mut Statement) {
-    let _ = datafusion::sql::sqlparser::ast::visit_relations_mut(statement, |name| {
-        let is_it = name.0.len() == 1
-            && name.0[0].as_ident().is_some_and(|i| {
-                ["pg_stat_activity", "pg_indexes"]
-                    .iter()
-                    .any(|table| i.value.eq_ignore_ascii_case(table))
-            });
-        if is_it {
-            name.0.insert(
-                0,
-                datafusion::sql::sqlparser::ast::ObjectNamePart::Identifier(
-                    datafusion::sql::sqlparser::ast::Ident::new("pg_catalog"),
-                ),
-            );
-        }
-        ControlFlow::<()>::Continue(())
-    });
 }
 
 /// `CAST(format('%I.%I', s, t) AS regclass)`: a name computed in the query (the crate
@@ -349,16 +330,6 @@ impl VisitorMut for ExpandArray {
     }
 }
 
-/// Catalog tables that are always empty in Eddy: no sequences, column defaults, triggers,
-/// row policies or inheritance.
-pub(crate) const EMPTY_CATALOGS: &[&str] = &[
-    "pg_sequence",
-    "pg_attrdef",
-    "pg_trigger",
-    "pg_policy",
-    "pg_inherits",
-];
-
 /// A one-column, non-aggregate subquery over empty catalog tables only: its value is NULL
 /// (and DataFusion may not plan it, e.g. with outer columns in its select list).
 fn reads_only_empty_catalogs(query: &Query) -> bool {
@@ -378,12 +349,9 @@ fn reads_only_empty_catalogs(query: &Query) -> bool {
     }
     single_value
         && !tables.is_empty()
-        && tables.iter().all(|factor| match factor {
-            TableFactor::Table { name, .. } => name.0.last().is_some_and(|last| {
-                EMPTY_CATALOGS.contains(&last.to_string().to_ascii_lowercase().as_str())
-            }),
-            _ => false,
-        })
+        && tables
+            .iter()
+            .all(|factor| crate::empty_catalog_selects::is_empty_catalog(factor))
 }
 
 /// Names the subquery's own tables go by (aliases, or the last part of the name).
@@ -612,27 +580,6 @@ mod tests {
             "SELECT (SELECT 1) FROM o",
         ] {
             assert_eq!(rewritten(sql), sql);
-        }
-    }
-}
-
-#[cfg(test)]
-mod empty_catalogs {
-    use datafusion_pg_catalog::pg_catalog::PgCatalogStaticTables;
-
-    #[test]
-    fn the_catalogs_taken_as_empty_are_empty() {
-        let tables = PgCatalogStaticTables::try_new().unwrap();
-        for (name, table) in [
-            ("pg_sequence", &tables.pg_sequence),
-            ("pg_attrdef", &tables.pg_attrdef),
-            ("pg_trigger", &tables.pg_trigger),
-            ("pg_policy", &tables.pg_policy),
-            ("pg_inherits", &tables.pg_inherits),
-        ] {
-            assert!(super::EMPTY_CATALOGS.contains(&name));
-            let rows: usize = table.data().iter().map(|b| b.num_rows()).sum();
-            assert_eq!(rows, 0, "{name} has rows");
         }
     }
 }
