@@ -28,7 +28,9 @@ fn check_kind(kind: RelationKind, name: &str, object: &Object) -> Result<()> {
     let expected = match kind {
         RelationKind::Table => None,
         RelationKind::View => Some((ObjectKind::View, "a view")),
-        RelationKind::MaterializedView => Some((ObjectKind::MaterializedView, "a materialized view")),
+        RelationKind::MaterializedView => {
+            Some((ObjectKind::MaterializedView, "a materialized view"))
+        }
         RelationKind::Source => Some((ObjectKind::Source, "a source")),
     };
     match expected {

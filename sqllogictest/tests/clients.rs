@@ -161,3 +161,121 @@ async fn dbt_runs_twice() {
     assert_eq!(answers().await, vec![3, 13, 4]);
     eprintln!("dbt run twice: view, table and materialized view models as expected");
 }
+
+/// `pg_dump` with these arguments against an eddy; its output.
+fn pg_dump(pg_dump: &Path, eddy: &EddyProcess) -> String {
+    let output = Command::new(pg_dump)
+        .args([
+            "--schema-only",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &eddy.port().to_string(),
+        ])
+        .args([
+            "-U",
+            eddy_sqllogictest::USER,
+            "-d",
+            eddy_sqllogictest::DATABASE,
+        ])
+        .env("PGCONNECT_TIMEOUT", "10")
+        .output()
+        .expect("run pg_dump");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stderr.is_empty(),
+        "pg_dump failed ({}):\n{stderr}\n{}",
+        output.status,
+        eddy.log_tail(20)
+    );
+    // Without the random key of psql's `\restrict` lines.
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| !line.starts_with("\\restrict") && !line.starts_with("\\unrestrict"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn pg_dump_schema_only_recreates_tables_and_views() {
+    let Some(pg_dump_bin) = common::require("pg_dump", common::on_path("pg_dump")) else {
+        return;
+    };
+    let Some(psql) = common::require("psql", common::on_path("psql")) else {
+        return;
+    };
+    let eddy = EddyProcess::start_fresh().await.expect("start eddy");
+    let (client, _connection) = eddy.connect().await.expect("connect");
+    client
+        .batch_execute(
+            "CREATE TABLE readings (id INT PRIMARY KEY, sensor TEXT, value DOUBLE, at TIMESTAMPTZ);
+             CREATE TABLE notes (line TEXT);
+             CREATE MATERIALIZED VIEW per_sensor AS
+                 SELECT sensor, count(*) AS n FROM readings GROUP BY sensor;
+             CREATE MATERIALIZED VIEW busy AS SELECT sensor FROM per_sensor WHERE n > 10;
+             CREATE VIEW recent AS SELECT id, value FROM readings;
+             INSERT INTO readings VALUES (1, 'a', 1.5, '2026-01-01 00:00:00+00');",
+        )
+        .await
+        .unwrap();
+    let dump = pg_dump(&pg_dump_bin, &eddy);
+    let at = |text: &str| {
+        dump.find(text)
+            .unwrap_or_else(|| panic!("no {text:?} in the dump:\n{dump}"))
+    };
+    // Each relation after those it reads; Eddy's own schema is not the user's.
+    assert!(
+        at("CREATE TABLE public.readings (\n    id integer NOT NULL,")
+            < at("CREATE MATERIALIZED VIEW public.per_sensor AS")
+    );
+    assert!(
+        at("CREATE MATERIALIZED VIEW public.per_sensor AS")
+            < at("CREATE MATERIALIZED VIEW public.busy AS")
+    );
+    assert!(at("CREATE TABLE public.readings") < at("CREATE VIEW public.recent AS"));
+    at("CREATE TABLE public.notes (\n    line text\n);");
+    at("ALTER TABLE ONLY public.readings\n    ADD CONSTRAINT readings_pkey PRIMARY KEY (id);");
+    assert!(!dump.contains("eddy_catalog"), "{dump}");
+    assert!(
+        !dump.contains("GRANT") && !dump.contains("REVOKE"),
+        "{dump}"
+    );
+
+    // Restored into a fresh eddy by psql, the dump recreates every relation: only the primary
+    // key, which Eddy takes at CREATE TABLE only (it decides how rows are stored), is refused.
+    let restored = EddyProcess::start_fresh()
+        .await
+        .expect("start a second eddy");
+    let script = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(script.path(), &dump).unwrap();
+    let output = Command::new(&psql)
+        .args(["-X", "-h", "127.0.0.1", "-p", &restored.port().to_string()])
+        .args([
+            "-U",
+            eddy_sqllogictest::USER,
+            "-d",
+            eddy_sqllogictest::DATABASE,
+            "-f",
+        ])
+        .arg(script.path())
+        .output()
+        .expect("run psql");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("ERROR")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains("ADD CONSTRAINT readings_pkey"),
+        "{stderr}"
+    );
+    let without_key = |text: &str| {
+        text.replace(
+            "--\n-- Name: readings readings_pkey; Type: CONSTRAINT; Schema: public; Owner: postgres\n--\n\nALTER TABLE ONLY public.readings\n    ADD CONSTRAINT readings_pkey PRIMARY KEY (id);\n\n\n",
+            "",
+        )
+    };
+    assert_eq!(
+        without_key(&pg_dump(&pg_dump_bin, &restored)),
+        without_key(&dump)
+    );
+    eprintln!("pg_dump --schema-only: dumped, restored and dumped again alike");
+}
