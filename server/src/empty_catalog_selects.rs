@@ -116,8 +116,8 @@ mod tests {
                  WHERE r.oid = ANY(p.polroles)), ', ') FROM unnest(ARRAY[1]) AS s(o) \
                  JOIN pg_policy p ON s.o = p.polrelid"
             ),
-            "SELECT p.oid, array_to_string(CAST(NULL AS TEXT[]), ', ') FROM unnest(ARRAY[1]) \
-             AS s(o) JOIN pg_policy p ON s.o = p.polrelid"
+            "SELECT p.oid, array_to_string(CAST(NULL AS TEXT[]), ', ') FROM UNNEST(ARRAY[1]) \
+             AS s (o) JOIN pg_policy p ON s.o = p.polrelid"
         );
         // An outer join keeps the other side's rows.
         let sql = "SELECT (SELECT 1 FROM pg_am) FROM pg_class c LEFT JOIN pg_policy p ON true";

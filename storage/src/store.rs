@@ -331,6 +331,23 @@ impl Store for MemStore {
 mod tests {
     use super::*;
 
+    /// Opens the store again once sled's threads of the last handle have let go of its lock
+    /// (they can still hold it for a moment after the handle is dropped, on a busy machine).
+    fn reopen(path: &std::path::Path) -> SledStore {
+        let mut tries = 0;
+        loop {
+            match SledStore::open(path) {
+                Ok(store) => return store,
+                Err(e) if tries < 50 => {
+                    tries += 1;
+                    eprintln!("reopening the store: {e}");
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                Err(e) => panic!("cannot reopen the store: {e}"),
+            }
+        }
+    }
+
     fn exercise(store: &dyn Store) {
         let mut batch = EpochBatch::default();
         batch.put(20, b"a", b"1".to_vec());
@@ -356,7 +373,7 @@ mod tests {
     fn sled_store_commits_survive_reopen() {
         let dir = tempfile::tempdir().unwrap();
         exercise(&SledStore::open(dir.path()).unwrap());
-        let reopened = SledStore::open(dir.path()).unwrap();
+        let reopened = reopen(dir.path());
         assert_eq!(reopened.scan_table(20).unwrap().len(), 1);
     }
 
@@ -380,7 +397,7 @@ mod tests {
                 Some(b"old".to_vec())
             );
         }
-        let reopened = SledStore::open(dir.path()).unwrap();
+        let reopened = reopen(dir.path());
         assert_eq!(
             reopened.scan_table(20).unwrap(),
             vec![(b"kept".to_vec(), b"new".to_vec())]
