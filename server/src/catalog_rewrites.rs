@@ -82,13 +82,13 @@ pub(crate) fn keeping_output_names(
     statement: &mut Statement,
     rewrite: impl FnOnce(&mut Statement),
 ) {
-    let before: Vec<Option<(String, String)>> = match statement {
+    let before: Vec<Option<(Expr, String)>> = match statement {
         Statement::Query(query) => match query.body.as_ref() {
             SetExpr::Select(select) => select
                 .projection
                 .iter()
                 .map(|item| match item {
-                    SelectItem::UnnamedExpr(expr) => Some((expr.to_string(), postgres_name(expr))),
+                    SelectItem::UnnamedExpr(expr) => Some((expr.clone(), postgres_name(expr))),
                     _ => None,
                 })
                 .collect(),
@@ -114,7 +114,7 @@ fn is_oid_alias_cast(expr: &Expr) -> bool {
     ) && column_name(named_part(expr)).is_some()
 }
 
-fn restore_names(statement: &mut Statement, before: Vec<Option<(String, String)>>) {
+fn restore_names(statement: &mut Statement, before: Vec<Option<(Expr, String)>>) {
     let Statement::Query(query) = statement else {
         return;
     };
@@ -125,10 +125,10 @@ fn restore_names(statement: &mut Statement, before: Vec<Option<(String, String)>
         return;
     }
     for (item, before) in select.projection.iter_mut().zip(before) {
-        let (SelectItem::UnnamedExpr(expr), Some((text, name))) = (&*item, before) else {
+        let (SelectItem::UnnamedExpr(expr), Some((unchanged, name))) = (&*item, before) else {
             continue;
         };
-        if (expr.to_string() != text || is_oid_alias_cast(expr)) && name != "?column?" {
+        if (*expr != unchanged || is_oid_alias_cast(expr)) && name != "?column?" {
             *item = SelectItem::ExprWithAlias {
                 expr: expr.clone(),
                 alias: Ident::with_quote('"', name),

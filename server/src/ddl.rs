@@ -42,6 +42,15 @@ fn check_kind(kind: RelationKind, name: &str, object: &Object) -> Result<()> {
     }
 }
 
+/// An `ALTER ... IF EXISTS` of a relation that does not exist.
+fn skipped(tag: &str, name: &str) -> Outcome {
+    Outcome::Command {
+        tag: tag.to_string(),
+        rows: None,
+        notices: vec![format!("relation \"{name}\" does not exist, skipping")],
+    }
+}
+
 impl Database {
     /// Records what view `name` reads (replacing what it read before).
     pub(crate) fn set_reads(&self, name: &str, reads: Vec<String>) {
@@ -195,6 +204,22 @@ impl Database {
         })
     }
 
+    /// The relation an `ALTER` names, of the kind it names (42809 otherwise); `None` for a
+    /// missing one under `IF EXISTS` (42P01 without).
+    fn altered(&self, kind: RelationKind, if_exists: bool, name: &str) -> Result<Option<Object>> {
+        let Some(object) = self.object(name) else {
+            if if_exists {
+                return Ok(None);
+            }
+            return Err(ServerError::new(
+                "42P01",
+                format!("relation \"{name}\" does not exist"),
+            ));
+        };
+        check_kind(kind, name, &object)?;
+        Ok(Some(object))
+    }
+
     /// `ALTER TABLE | VIEW | MATERIALIZED VIEW | SOURCE name RENAME TO new_name`.
     pub(crate) async fn rename(&self, rename: &RenameStatement) -> Result<Outcome> {
         let RenameStatement {
@@ -204,20 +229,9 @@ impl Database {
             new_name,
         } = rename;
         let tag = kind.tag();
-        let Some(object) = self.object(name) else {
-            if *if_exists {
-                return Ok(Outcome::Command {
-                    tag: tag.to_string(),
-                    rows: None,
-                    notices: vec![format!("relation \"{name}\" does not exist, skipping")],
-                });
-            }
-            return Err(ServerError::new(
-                "42P01",
-                format!("relation \"{name}\" does not exist"),
-            ));
+        let Some(object) = self.altered(*kind, *if_exists, name)? else {
+            return Ok(skipped(tag, name));
         };
-        check_kind(*kind, name, &object)?;
         if self.exists(new_name) {
             return Err(ServerError::new(
                 "42P07",
@@ -249,11 +263,9 @@ impl Database {
             }
         }
         self.replan_readers_of(new_name).await?;
-        Ok(Outcome::command(tag))
+        Ok(Outcome::command(kind.tag()))
     }
 
-    /// Moves an object's registration (its provider, its reads, and the names other views
-    /// read) from `old` to `new`.
     /// `ALTER ... name OWNER TO role`: every object is owned by the one role, `postgres`
     /// (pg_dump names it after each relation it dumps); naming it changes nothing.
     pub(crate) fn alter_owner(&self, statement: &OwnerStatement) -> Result<Outcome> {
@@ -263,30 +275,20 @@ impl Database {
             name,
             owner,
         } = statement;
-        let tag = kind.tag();
-        let Some(object) = self.object(name) else {
-            if *if_exists {
-                return Ok(Outcome::Command {
-                    tag: tag.to_string(),
-                    rows: None,
-                    notices: vec![format!("relation \"{name}\" does not exist, skipping")],
-                });
-            }
-            return Err(ServerError::new(
-                "42P01",
-                format!("relation \"{name}\" does not exist"),
-            ));
-        };
-        check_kind(*kind, name, &object)?;
+        if self.altered(*kind, *if_exists, name)?.is_none() {
+            return Ok(skipped(kind.tag(), name));
+        }
         if !OWNER_NAMES.contains(&owner.as_str()) {
             return Err(ServerError::new(
                 "42704",
                 format!("role \"{owner}\" does not exist"),
             ));
         }
-        Ok(Outcome::command(tag))
+        Ok(Outcome::command(kind.tag()))
     }
 
+    /// Moves an object's registration (its provider, its reads, and the names other views
+    /// read) from `old` to `new`.
     async fn rename_registered(&self, old: &str, new: &str, object: Object) -> Result<()> {
         let provider = self
             .ctx
