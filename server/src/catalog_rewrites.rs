@@ -72,6 +72,7 @@ pub(crate) fn apply(statement: &mut Statement) {
     exists_in_select_list(statement);
     vectors_as_text(statement);
     crate::pg_regtype::apply(statement);
+    crate::pg_domain_base::apply(statement);
     crate::system_columns::apply(statement);
 }
 

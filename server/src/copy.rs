@@ -3,7 +3,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_pg::datatypes::arrow_schema_to_pg_fields;
 use datafusion::sql::sqlparser::ast::{
     CopyLegacyCsvOption, CopyLegacyOption, CopyOption, CopySource, CopyTarget, Ident, ObjectName,
     Query, Statement,
@@ -177,7 +176,7 @@ pub async fn copy_out(
         Format::UnifiedText
     };
     let options = crate::session::format_options(metadata);
-    let fields = Arc::new(arrow_schema_to_pg_fields(
+    let fields = Arc::new(crate::result_columns::pg_fields(
         &schema,
         &format,
         Some(options.clone()),

@@ -610,6 +610,7 @@ impl Database {
             .statement_to_plan(DfStatement::Statement(Box::new(statement.clone())))
             .await?;
         let plan = crate::decimal_literals::rescale_exponent_literals(plan)?;
+        let plan = crate::oid_markings::mark_oid_cases(plan)?;
         Ok(match params {
             Some(params) => plan.with_param_values(params)?,
             None => plan,

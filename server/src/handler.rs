@@ -3,9 +3,9 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use arrow_pg::datatypes::{arrow_schema_to_pg_fields, into_pg_type};
+use arrow_pg::datatypes::into_pg_type;
 use async_trait::async_trait;
-use datafusion::arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::ParamValues;
 use datafusion::sql::sqlparser::ast::Statement;
 use eddy_planner::limits::StatementLimits;
@@ -237,8 +237,8 @@ fn to_response(
         }
         Outcome::Stream { schema, stream } => {
             crate::result_formats::check(format, schema.fields().len())?;
-            let fields = Arc::new(arrow_schema_to_pg_fields(
-                &postgres_names(&schema),
+            let fields = Arc::new(crate::result_columns::pg_fields(
+                &schema,
                 format,
                 Some(options.clone()),
             )?);
@@ -264,77 +264,6 @@ where
             .await?;
     }
     Ok(())
-}
-
-/// Arrow type names DataFusion shows a literal with (`Int64(1)`, `Utf8("x")`).
-const LITERAL_PREFIXES: &[&str] = &[
-    "Int",
-    "UInt",
-    "Float",
-    "Utf8",
-    "LargeUtf8",
-    "Boolean",
-    "Decimal",
-    "Timestamp",
-    "Date",
-    "Time",
-    "Interval",
-    "Binary",
-    "Null",
-    "List",
-];
-
-/// An oid column cast to another type (`typelem::regtype::text`) keeps the oid's field
-/// metadata through DataFusion's cast; reported as `oid`, text would be read as a number.
-fn without_stale_oid_alias(field: FieldRef) -> FieldRef {
-    let stale = field.data_type() != &DataType::Int32
-        && field
-            .metadata()
-            .contains_key(arrow_pg::datatypes::PG_OID_ALIAS_KEY);
-    if !stale {
-        return field;
-    }
-    let mut metadata = field.metadata().clone();
-    metadata.remove(arrow_pg::datatypes::PG_OID_ALIAS_KEY);
-    Arc::new(field.as_ref().clone().with_metadata(metadata))
-}
-
-/// Result column names as Postgres gives them to unnamed expressions: a function call is
-/// named after the function (`count(*)` → `count`), a literal is `?column?`. Other names
-/// (columns, aliases) stay as they are.
-fn postgres_names(schema: &Schema) -> Schema {
-    let rename = |name: &str| -> Option<String> {
-        if let Some(name) = crate::catalog_rewrites::client_name(name) {
-            return Some(name.to_string());
-        }
-        let open = name.find('(')?;
-        if !name.ends_with(')') || open == 0 {
-            return None;
-        }
-        let function = &name[..open];
-        if !function
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_')
-        {
-            return None;
-        }
-        if LITERAL_PREFIXES.iter().any(|p| function.starts_with(p)) {
-            return Some("?column?".to_string());
-        }
-        Some(function.to_ascii_lowercase())
-    };
-    Schema::new_with_metadata(
-        schema
-            .fields()
-            .iter()
-            .map(|f| match rename(f.name()) {
-                Some(name) => Arc::new(f.as_ref().clone().with_name(name)),
-                None => f.clone(),
-            })
-            .map(without_stale_oid_alias)
-            .collect::<Vec<_>>(),
-        schema.metadata().clone(),
-    )
 }
 
 #[async_trait]
@@ -450,8 +379,8 @@ impl QueryParser for EddyQueryParser {
                 if let Some(format) = format {
                     crate::result_formats::check(format, schema.fields().len())?;
                 }
-                arrow_schema_to_pg_fields(
-                    &postgres_names(schema),
+                crate::result_columns::pg_fields(
+                    schema,
                     format.unwrap_or(&Format::UnifiedBinary),
                     None,
                 )
@@ -691,31 +620,5 @@ impl PgWireServerHandlers for EddyServerHandlers {
 
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
         Arc::new(self.authentication.startup())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use datafusion::arrow::datatypes::Field;
-
-    #[test]
-    fn unnamed_expressions_get_postgres_names() {
-        let schema = Schema::new(vec![
-            Field::new("count(*)", DataType::Int64, true),
-            Field::new("Int64(1)", DataType::Int64, true),
-            Field::new("current_database()", DataType::Utf8, true),
-            Field::new("sensor", DataType::Int32, true),
-            Field::new("a + b", DataType::Int32, true),
-        ]);
-        let names: Vec<String> = postgres_names(&schema)
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .collect();
-        assert_eq!(
-            names,
-            ["count", "?column?", "current_database", "sensor", "a + b"]
-        );
     }
 }

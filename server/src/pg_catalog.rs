@@ -57,6 +57,7 @@ pub fn install(db: &Arc<Database>) -> Result<(), ServerError> {
     crate::activity::register(&db.ctx);
     crate::pg_functions::register(&db.ctx, Arc::downgrade(db), oids, type_oids()?);
     crate::pg_json::register(&db.ctx)?;
+    crate::oid_markings::register(&db.ctx);
     crate::pg_interval_arithmetic::register(&db.ctx)?;
     db.ctx.register_udf(crate::pg_typeof::pg_typeof());
     // Eddy's own information_schema (Postgres type names, materialized views) replaces the

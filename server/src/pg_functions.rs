@@ -171,6 +171,12 @@ pub(crate) fn register(
         )),
         |args, rows| crate::pg_regtype::type_names(&args[0], rows),
     ));
+    ctx.register_udf(function(
+        crate::pg_domain_base::DOMAIN_BASE_TYPE,
+        &[vec![Int32]],
+        Int32,
+        |args, rows| crate::pg_domain_base::domain_base_type(&args[0], rows),
+    ));
     ctx.register_udf(function("version", &[], Utf8, |_, rows| {
         Ok(texts(rows, |_| Some(version_string())))
     }));

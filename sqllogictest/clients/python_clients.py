@@ -1,13 +1,15 @@
 """Python's Postgres stack against a running eddy: psycopg 3 with parameters and prepared
-statements, psycopg 2's named (server-side) cursors, SQLAlchemy's inspector
-and stream_results, pandas.read_sql of a materialized view, pgcli's completion queries. Run by sqllogictest/tests/clients.rs with
+statements, psycopg 2's named (server-side) cursors, asyncpg's arrays (read after its type
+introspection), SQLAlchemy's inspector and stream_results, pandas.read_sql of a materialized view, pgcli's completion queries. Run by sqllogictest/tests/clients.rs with
 EDDY_PORT set; exits non-zero (with the failing check) on any mismatch."""
 
+import asyncio
 import datetime
 import decimal
 import os
 import sys
 
+import asyncpg
 import pandas
 import psycopg
 from pgcli.pgexecute import PGExecute
@@ -168,7 +170,34 @@ def pgcli_completion_metadata():
     check("pgcli: tables and views", ("public", "readings") in set(pgexecute.tables()), True)
 
 
+async def asyncpg_arrays():
+    """asyncpg decodes in binary with codecs it finds by introspecting each type it has not
+    seen, with a query whose result must be typed as Postgres types it (`oid[]`)."""
+    conn = await asyncpg.connect(host="127.0.0.1", port=PORT, user=USER,
+                                 password=PASSWORD or None, database="dev")
+    try:
+        row = await conn.fetchrow("""SELECT ARRAY[1, 2, 3]::int[] AS ints,
+            ARRAY[1.5::float8, 2.5::float8] AS floats, ARRAY[true, false] AS bools,
+            ARRAY[2::smallint] AS smalls, ARRAY[DATE '2026-01-02'] AS dates,
+            ARRAY['a', 'b c'] AS texts""")
+        check("asyncpg: int, float, bool, date and text arrays", dict(row), {
+            "ints": [1, 2, 3], "floats": [1.5, 2.5], "bools": [True, False], "smalls": [2],
+            "dates": [datetime.date(2026, 1, 2)], "texts": ["a", "b c"]})
+        rows = await conn.fetch(
+            "SELECT site, array_agg(sensor ORDER BY sensor) AS sensors FROM readings"
+            " WHERE site = $1 GROUP BY site", "north")
+        check("asyncpg: array_agg with a parameter", [tuple(r) for r in rows],
+              [("north", [1, 3])])
+        statement = await conn.prepare("SELECT array_agg(oid) AS oids FROM pg_type WHERE oid = 23")
+        check("asyncpg: array_agg of oids is oid[]",
+              (statement.get_attributes()[0].type.name, await statement.fetchval()),
+              ("oid[]", [23]))
+    finally:
+        await conn.close()
+
+
 psycopg_with_parameters()
+asyncio.run(asyncpg_arrays())
 pgcli_completion_metadata()
 psycopg_prepared_then_rollback()
 psycopg2_named_cursor()
