@@ -1,5 +1,6 @@
-//! `ALTER TABLE | VIEW | MATERIALIZED VIEW | SOURCE [IF EXISTS] name RENAME TO new_name` and
-//! `... OWNER TO role`, read at the token level (sqlparser knows only some of these forms).
+//! `ALTER TABLE | VIEW | MATERIALIZED VIEW | SOURCE [IF EXISTS] name RENAME TO new_name`,
+//! `... OWNER TO role` and `ALTER TABLE ... ADD PRIMARY KEY (columns)`, read at the token level
+//! (sqlparser knows only some of these forms).
 
 use datafusion::sql::sqlparser::tokenizer::Token;
 
@@ -59,6 +60,16 @@ pub struct OwnerStatement {
     pub name: String,
     /// The role named, folded (`CURRENT_USER`, `SESSION_USER` and `CURRENT_ROLE` as written).
     pub owner: String,
+}
+
+/// `ALTER TABLE [ONLY] name ADD [CONSTRAINT constraint] PRIMARY KEY (columns)`, as pg_dump
+/// writes a table's key after its rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrimaryKeyStatement {
+    pub if_exists: bool,
+    pub name: String,
+    pub constraint: Option<String>,
+    pub columns: Vec<String>,
 }
 
 /// The relation an `ALTER` names, and where its action starts.
@@ -160,6 +171,63 @@ pub fn parse_owner(tokens: &[Token]) -> Result<Option<OwnerStatement>> {
     }))
 }
 
+/// Reads `ALTER TABLE ... ADD [CONSTRAINT c] PRIMARY KEY (columns)`; `None` for other
+/// `ALTER`s.
+pub fn parse_add_primary_key(tokens: &[Token]) -> Result<Option<PrimaryKeyStatement>> {
+    let word = |i: usize| keyword(tokens.get(i));
+    let Some(target) = alter_target(tokens) else {
+        return Ok(None);
+    };
+    let mut i = target.action_at;
+    if target.kind != RelationKind::Table || word(i).as_deref() != Some("ADD") {
+        return Ok(None);
+    }
+    i += 1;
+    let mut constraint = None;
+    if word(i).as_deref() == Some("CONSTRAINT") {
+        constraint = tokens.get(i + 1).and_then(identifier);
+        i += 2;
+    }
+    if word(i).as_deref() != Some("PRIMARY") || word(i + 1).as_deref() != Some("KEY") {
+        return Ok(None);
+    }
+    i += 2;
+    if tokens.get(i) != Some(&Token::LParen) {
+        return Err(PlanError::Syntax(
+            "PRIMARY KEY needs its columns in parentheses".into(),
+        ));
+    }
+    let mut columns = Vec::new();
+    loop {
+        i += 1;
+        let Some(column) = tokens.get(i).and_then(identifier) else {
+            return Err(PlanError::Syntax("PRIMARY KEY needs column names".into()));
+        };
+        columns.push(column);
+        i += 1;
+        match tokens.get(i) {
+            Some(Token::Comma) => continue,
+            Some(Token::RParen) => break,
+            _ => {
+                return Err(PlanError::Syntax(
+                    "PRIMARY KEY's columns end with \")\"".into(),
+                ))
+            }
+        }
+    }
+    if let Some(extra) = tokens.get(i + 1) {
+        return Err(PlanError::Syntax(format!(
+            "unexpected {extra} after PRIMARY KEY's columns"
+        )));
+    }
+    Ok(Some(PrimaryKeyStatement {
+        if_exists: target.if_exists,
+        name: crate::names::resolve_parts(&target.parts)?,
+        constraint,
+        columns,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,5 +297,46 @@ mod tests {
         assert_eq!(owner.name, "t");
         assert_eq!(owner.owner, "Postgres");
         assert_eq!(owner.kind, RelationKind::Table);
+    }
+
+    #[test]
+    fn add_primary_key() {
+        let tokens = |sql: &str| -> Vec<Token> {
+            Tokenizer::new(&PostgreSqlDialect {}, sql)
+                .tokenize()
+                .unwrap()
+                .into_iter()
+                .filter(|t| !matches!(t, Token::Whitespace(_) | Token::EOF))
+                .collect()
+        };
+        let key = parse_add_primary_key(&tokens(
+            "ALTER TABLE ONLY public.t\n    ADD CONSTRAINT t_pkey PRIMARY KEY (a, \"B\")",
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            key,
+            PrimaryKeyStatement {
+                if_exists: false,
+                name: "t".into(),
+                constraint: Some("t_pkey".into()),
+                columns: vec!["a".into(), "B".into()],
+            }
+        );
+        let key = parse_add_primary_key(&tokens("alter table if exists t add primary key (id)"))
+            .unwrap()
+            .unwrap();
+        assert!(key.if_exists);
+        assert_eq!(key.constraint, None);
+        assert_eq!(
+            parse_add_primary_key(&tokens("ALTER TABLE t ADD COLUMN a INT")).unwrap(),
+            None
+        );
+        assert_eq!(
+            parse_add_primary_key(&tokens("ALTER VIEW v ADD PRIMARY KEY (a)")).unwrap(),
+            None
+        );
+        assert!(parse_add_primary_key(&tokens("ALTER TABLE t ADD PRIMARY KEY a")).is_err());
+        assert!(parse_add_primary_key(&tokens("ALTER TABLE t ADD PRIMARY KEY (a) x")).is_err());
     }
 }

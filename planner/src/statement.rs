@@ -55,6 +55,8 @@ pub enum EddyStatement {
     Rename(crate::alter_statement::RenameStatement),
     /// `ALTER ... name OWNER TO role`.
     AlterOwner(crate::alter_statement::OwnerStatement),
+    /// `ALTER TABLE name ADD [CONSTRAINT c] PRIMARY KEY (columns)`.
+    AddPrimaryKey(crate::alter_statement::PrimaryKeyStatement),
     Drop {
         object_type: ObjectType,
         names: Vec<String>,
@@ -278,6 +280,9 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
         }
         if let Some(owner) = crate::alter_statement::parse_owner(&significant)? {
             return Ok(EddyStatement::AlterOwner(owner));
+        }
+        if let Some(key) = crate::alter_statement::parse_add_primary_key(&significant)? {
+            return Ok(EddyStatement::AddPrimaryKey(key));
         }
     }
     if starts_with(&w, &["DROP", "SOURCE"]) {

@@ -35,7 +35,7 @@ fn sql_type(data_type: &DataType) -> Result<String> {
     })
 }
 
-fn quoted(name: &str) -> String {
+pub(crate) fn quoted(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 

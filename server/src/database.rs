@@ -357,6 +357,7 @@ impl Database {
             }
             EddyStatement::Rename(rename) => self.rename(rename).await,
             EddyStatement::AlterOwner(owner) => self.alter_owner(owner),
+            EddyStatement::AddPrimaryKey(key) => self.add_primary_key(key).await,
             EddyStatement::CreateIndex(create) => self.create_index(create, &parsed.sql).await,
             EddyStatement::ExplainView(view) => self.explain_view(view).await,
             EddyStatement::Flush => {
@@ -778,12 +779,14 @@ pub(crate) fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBa
         })
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| ServerError::new("22P02", e.to_string()))?;
-    RecordBatch::try_new(schema.clone(), columns).map_err(|e| {
+    let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| {
         let code = if e.to_string().contains("non-nullable") {
             "23502"
         } else {
             "XX000"
         };
         ServerError::new(code, e.to_string())
-    })
+    })?;
+    crate::pg_column_types::check_lengths(&batch, schema)?;
+    Ok(batch)
 }

@@ -43,7 +43,7 @@ fn check_kind(kind: RelationKind, name: &str, object: &Object) -> Result<()> {
 }
 
 /// An `ALTER ... IF EXISTS` of a relation that does not exist.
-fn skipped(tag: &str, name: &str) -> Outcome {
+pub(crate) fn skipped(tag: &str, name: &str) -> Outcome {
     Outcome::Command {
         tag: tag.to_string(),
         rows: None,
@@ -67,8 +67,33 @@ impl Database {
             .remove(name);
     }
 
+    /// The views that read `name`, directly or through other views.
+    pub(crate) fn readers_through_views(&self, name: &str) -> Vec<String> {
+        let mut found: Vec<String> = Vec::new();
+        let mut next = vec![name.to_string()];
+        while let Some(relation) = next.pop() {
+            for reader in self.readers(&relation) {
+                if !found.contains(&reader) {
+                    found.push(reader.clone());
+                    next.push(reader);
+                }
+            }
+        }
+        found
+    }
+
+    /// What view `name` reads.
+    pub(crate) fn reads_of(&self, name: &str) -> Vec<String> {
+        self.reads
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// The views that read `name` directly.
-    fn readers(&self, name: &str) -> Vec<String> {
+    pub(crate) fn readers(&self, name: &str) -> Vec<String> {
         self.reads
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -206,7 +231,12 @@ impl Database {
 
     /// The relation an `ALTER` names, of the kind it names (42809 otherwise); `None` for a
     /// missing one under `IF EXISTS` (42P01 without).
-    fn altered(&self, kind: RelationKind, if_exists: bool, name: &str) -> Result<Option<Object>> {
+    pub(crate) fn altered(
+        &self,
+        kind: RelationKind,
+        if_exists: bool,
+        name: &str,
+    ) -> Result<Option<Object>> {
         let Some(object) = self.object(name) else {
             if if_exists {
                 return Ok(None);

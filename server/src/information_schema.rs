@@ -147,7 +147,8 @@ impl InformationSchema {
         for (schema, name, table) in self.relations().await? {
             let writable = matches!(self.object(&schema, &name), Some(Object::Table(_)));
             for (i, field) in table.schema().fields().iter().enumerate() {
-                let pg = into_pg_type(field.data_type()).unwrap_or(Type::TEXT);
+                let pg = crate::pg_column_types::marked_type(field)
+                    .unwrap_or_else(|| into_pg_type(field.data_type()).unwrap_or(Type::TEXT));
                 rows.text("table_catalog", DATABASE);
                 rows.text("table_schema", &schema);
                 rows.text("table_name", &name);
@@ -156,9 +157,22 @@ impl InformationSchema {
                 rows.null_text("column_default");
                 rows.text("is_nullable", yes_no(field.is_nullable()));
                 rows.text("data_type", &sql_type_name(&pg));
-                rows.int("character_maximum_length", None);
-                rows.int("numeric_precision", numeric_precision(field.data_type()));
-                rows.int("numeric_scale", numeric_scale(field.data_type()));
+                rows.int(
+                    "character_maximum_length",
+                    (pg == Type::VARCHAR && crate::pg_column_types::typmod(field) >= 4)
+                        .then(|| crate::pg_column_types::typmod(field) - 4),
+                );
+                // An unconstrained numeric has neither, as in Postgres.
+                let unconstrained = matches!(field.data_type(), DataType::Decimal128(..))
+                    && crate::pg_column_types::typmod(field) == -1;
+                rows.int(
+                    "numeric_precision",
+                    numeric_precision(field.data_type()).filter(|_| !unconstrained),
+                );
+                rows.int(
+                    "numeric_scale",
+                    numeric_scale(field.data_type()).filter(|_| !unconstrained),
+                );
                 rows.int("datetime_precision", datetime_precision(field.data_type()));
                 rows.text("udt_catalog", DATABASE);
                 rows.text("udt_schema", "pg_catalog");

@@ -42,6 +42,7 @@
 //! - [`demo`]: `eddy --demo`, a live Nexmark view.
 
 pub mod activity;
+pub mod add_primary_key;
 pub mod auth;
 pub mod catalog_rewrites;
 pub mod catalog_search_path;
@@ -70,6 +71,7 @@ pub mod operator_types;
 pub mod parameters;
 pub mod pg_catalog;
 pub mod pg_catalog_oids;
+pub mod pg_column_types;
 pub mod pg_domain_base;
 pub mod pg_eddy_extension;
 pub mod pg_empty_catalogs;

@@ -11,7 +11,7 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Int32Type, SchemaRef, TimeUnit};
 use datafusion::catalog::{MemTable, SchemaProvider, Session, TableProvider};
-use datafusion::common::ScalarValue;
+use datafusion::common::{ScalarValue, TableReference};
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::session_state::SessionStateBuilder;
@@ -133,16 +133,17 @@ fn type_oids() -> Result<HashMap<String, i32>> {
 }
 
 /// Postgres type names DataFusion lacks: the crate's (`regclass`, `pg_catalog.text`, ...)
-/// plus `json`, `jsonb` and `"char"`, kept as text.
+/// plus `"char"`, kept as text, and the types [`crate::pg_column_types`] marks.
 #[derive(Debug)]
 struct EddyTypePlanner;
 
 impl TypePlanner for EddyTypePlanner {
     fn plan_type_field(&self, sql_type: &SqlDataType) -> Result<Option<FieldRef>> {
+        // `varchar(n)`, `numeric(p, s)`, `json`, `jsonb`: a marked Arrow type.
+        if let Some(field) = crate::pg_column_types::planned_field(sql_type) {
+            return Ok(Some(field));
+        }
         match sql_type {
-            SqlDataType::JSON | SqlDataType::JSONB => {
-                Ok(Some(Arc::new(Field::new("", DataType::Utf8, true))))
-            }
             // `"char"`, the catalogs' one-byte type (`relkind`), held as text.
             SqlDataType::Custom(name, modifiers)
                 if modifiers.is_empty() && name.to_string() == "\"char\"" =>
@@ -417,6 +418,32 @@ impl DerivedTable {
         Ok(oids)
     }
 
+    /// The schema of each of Eddy's relations, by the crate's oid for it.
+    async fn user_relation_schemas(&self, state: &dyn Session) -> Result<HashMap<i32, SchemaRef>> {
+        let mut relations = HashMap::new();
+        let (Some(db), Some(classes)) = (self.db.upgrade(), self.catalog.table("pg_class").await?)
+        else {
+            return Ok(relations);
+        };
+        let schemas = self.namespaces(state).await?;
+        let plan = classes.scan(state, None, &[], None).await?;
+        for batch in collect(plan, state.task_ctx()).await? {
+            let names = column(&batch, "relname")?.as_string::<i32>();
+            let namespaces = column(&batch, "relnamespace")?.as_primitive::<Int32Type>();
+            let oids = column(&batch, "oid")?.as_primitive::<Int32Type>();
+            for i in 0..batch.num_rows() {
+                if schemas.get(&namespaces.value(i)).map(String::as_str) != Some(SCHEMA) {
+                    continue;
+                }
+                let name = TableReference::bare(names.value(i).to_string());
+                if let Ok(table) = db.ctx.table_provider(name).await {
+                    relations.insert(oids.value(i), table.schema());
+                }
+            }
+        }
+        Ok(relations)
+    }
+
     async fn rows(&self, state: &dyn Session) -> Result<Vec<RecordBatch>> {
         let plan: Arc<dyn ExecutionPlan> = self.inner.scan(state, None, &[], None).await?;
         let batches = collect(plan, state.task_ctx()).await?;
@@ -429,9 +456,13 @@ impl DerivedTable {
             Derived::Attributes => {
                 let (_, indexes) = self.indexes(state, &objects).await?;
                 let catalog_oids = self.catalog_oids(state).await?;
+                let relations = self.user_relation_schemas(state).await?;
                 let mut batches = batches
                     .iter()
-                    .map(|batch| with_postgres_attrelids(batch, &catalog_oids))
+                    .map(|batch| {
+                        let batch = with_postgres_attrelids(batch, &catalog_oids)?;
+                        crate::pg_column_types::with_declared_types(&batch, &relations)
+                    })
                     .collect::<Result<Vec<_>>>()?;
                 let columns =
                     crate::pg_indexes::index_attributes(&self.schema, &batches, &indexes)?;
@@ -470,8 +501,11 @@ impl DerivedTable {
                     }
                     _ => {
                         let members = self.relations_in(state, namespace).await?;
-                        let mut rows =
-                            crate::pg_eddy_extension::extension_members(namespace, &members);
+                        let mut rows = crate::pg_eddy_extension::extension_members(
+                            namespace,
+                            &members,
+                            &crate::pg_foreign::server_oids(&self.db, &self.oids),
+                        );
                         rows.extend(self.view_dependencies(state).await?);
                         crate::pg_eddy_extension::dependency_rows(&self.schema, &rows)?
                     }

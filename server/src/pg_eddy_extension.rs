@@ -22,6 +22,7 @@ const EXTENSION_OID: i32 = 13_700;
 const PG_NAMESPACE: i32 = 2615;
 const PG_CLASS: i32 = 1259;
 const PG_EXTENSION: i32 = 3079;
+const PG_FOREIGN_SERVER: i32 = 1417;
 
 /// `pg_extension`'s row for `eddy`.
 pub(crate) fn extension_row(schema: &SchemaRef, namespace_oid: i32) -> Result<RecordBatch> {
@@ -53,10 +54,16 @@ pub(crate) struct Dependency {
     pub kind: &'static str,
 }
 
-/// The schema and each of its relations as members of `eddy`.
-pub(crate) fn extension_members(namespace_oid: i32, relation_oids: &[i32]) -> Vec<Dependency> {
+/// The schema, each of its relations and the connectors' foreign servers (Eddy's own, as
+/// built in as the connectors: pg_dump leaves them out) as members of `eddy`.
+pub(crate) fn extension_members(
+    namespace_oid: i32,
+    relation_oids: &[i32],
+    server_oids: &[i32],
+) -> Vec<Dependency> {
     std::iter::once((PG_NAMESPACE, namespace_oid))
         .chain(relation_oids.iter().map(|&oid| (PG_CLASS, oid)))
+        .chain(server_oids.iter().map(|&oid| (PG_FOREIGN_SERVER, oid)))
         .map(|(class, object)| Dependency {
             class,
             object,

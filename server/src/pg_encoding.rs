@@ -18,12 +18,22 @@ use postgres_types::{IsNull, ToSql};
 
 use crate::pg_text;
 
-/// A value already rendered as Postgres text; `numeric` ones are sent in binary as
-/// Postgres' base-10000 `numeric`.
+/// How a value rendered as text goes in binary.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum BinaryForm {
+    /// The text itself (`json`).
+    Text,
+    /// Postgres' base-10000 `numeric`.
+    Numeric,
+    /// `jsonb`: a version byte (1), then the text.
+    Jsonb,
+}
+
+/// A value already rendered as Postgres text.
 #[derive(Debug)]
 struct Rendered<'a> {
     text: &'a str,
-    numeric: bool,
+    binary: BinaryForm,
 }
 
 impl ToSqlText for Rendered<'_> {
@@ -44,10 +54,13 @@ impl ToSql for Rendered<'_> {
         _ty: &Type,
         out: &mut BytesMut,
     ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
-        if self.numeric {
-            numeric_binary(self.text, out)?;
-        } else {
-            out.put_slice(self.text.as_bytes());
+        match self.binary {
+            BinaryForm::Numeric => numeric_binary(self.text, out)?,
+            BinaryForm::Jsonb => {
+                out.put_u8(1);
+                out.put_slice(self.text.as_bytes());
+            }
+            BinaryForm::Text => out.put_slice(self.text.as_bytes()),
         }
         Ok(IsNull::No)
     }
@@ -63,10 +76,10 @@ impl ToSql for Rendered<'_> {
 enum Column {
     /// Encoded by arrow-pg.
     Arrow,
-    /// Rendered here (text form, or numeric text for the binary form).
+    /// Rendered here (the text form, which the binary form is made from).
     Rendered {
         values: Vec<Option<String>>,
-        numeric: bool,
+        binary: BinaryForm,
     },
 }
 
@@ -77,11 +90,14 @@ fn prepare(batch: &RecordBatch, fields: &[FieldInfo], options: &FormatOptions) -
         .zip(fields)
         .map(|(array, field)| {
             let binary = field.format() == FieldFormat::Binary;
+            if let Some(column) = json_column(array, field.datatype()) {
+                return column;
+            }
             match (binary, array.data_type()) {
                 (false, _) => match pg_text::column_text(array, options) {
                     Some(values) => Column::Rendered {
                         values,
-                        numeric: false,
+                        binary: BinaryForm::Text,
                     },
                     None => Column::Arrow,
                 },
@@ -97,13 +113,44 @@ fn prepare(batch: &RecordBatch, fields: &[FieldInfo], options: &FormatOptions) -
                         .collect();
                     Column::Rendered {
                         values,
-                        numeric: true,
+                        binary: BinaryForm::Numeric,
                     }
                 }
                 _ => Column::Arrow,
             }
         })
         .collect()
+}
+
+/// A `json` column as written; a `jsonb` one as jsonb prints it (`{"a": 1}`, keys shortest
+/// first), which is also the text of its binary form.
+fn json_column(array: &dyn Array, pg_type: &Type) -> Option<Column> {
+    let jsonb = match pg_type {
+        t if *t == Type::JSONB => true,
+        t if *t == Type::JSON => false,
+        _ => return None,
+    };
+    let text = datafusion::arrow::compute::cast(array, &DataType::Utf8).ok()?;
+    let text = text.as_string::<i32>();
+    let values = (0..text.len())
+        .map(|i| {
+            text.is_valid(i).then(|| {
+                let value = text.value(i);
+                match serde_json::from_str::<serde_json::Value>(value) {
+                    Ok(parsed) if jsonb => crate::pg_json::jsonb_text(&parsed),
+                    _ => value.to_string(),
+                }
+            })
+        })
+        .collect();
+    Some(Column::Rendered {
+        values,
+        binary: if jsonb {
+            BinaryForm::Jsonb
+        } else {
+            BinaryForm::Text
+        },
+    })
 }
 
 /// Encodes every row of a batch with `encoder` (DataRows, or COPY lines).
@@ -130,10 +177,10 @@ pub fn encode_rows<E: Encoder>(
                     schema.field(index),
                     &fields[index],
                 )?,
-                Column::Rendered { values, numeric } => {
+                Column::Rendered { values, binary } => {
                     let value = values[row].as_deref().map(|text| Rendered {
                         text,
-                        numeric: *numeric,
+                        binary: *binary,
                     });
                     encoder.encode_field(&value, &fields[index])?
                 }

@@ -79,6 +79,11 @@ pub(crate) fn foreign_tables(
     Ok(RecordBatch::try_new(schema, columns)?)
 }
 
+/// The OIDs of the connectors' servers.
+pub(crate) fn server_oids(db: &Weak<Database>, oids: &RelationOids) -> Vec<i32> {
+    sources(db, oids).1.into_values().collect()
+}
+
 pub(crate) fn foreign_servers(
     schema: SchemaRef,
     db: &Weak<Database>,
@@ -93,9 +98,9 @@ pub(crate) fn foreign_servers(
         ("srvname", DataType::Utf8) => {
             Some(Arc::new(StringArray::from_iter_values(servers.keys())) as ArrayRef)
         }
-        ("srvowner", DataType::Int32) | ("srvfdw", DataType::Int32) => {
-            Some(Arc::new(Int32Array::from(vec![0; n])) as ArrayRef)
-        }
+        // Owned by the one role (its OID in Postgres: 10); no foreign-data wrapper.
+        ("srvowner", DataType::Int32) => Some(Arc::new(Int32Array::from(vec![10; n])) as ArrayRef),
+        ("srvfdw", DataType::Int32) => Some(Arc::new(Int32Array::from(vec![0; n])) as ArrayRef),
         _ => None,
     });
     Ok(RecordBatch::try_new(schema, columns)?)

@@ -61,7 +61,15 @@ impl ScalarUDFImpl for PgTypeof {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let name = pg_type_name(&args.args[0].data_type());
+        // A marked column (`varchar`, `jsonb`) is of its declared type.
+        let name = match args
+            .arg_fields
+            .first()
+            .and_then(|field| crate::pg_column_types::marked_type(field))
+        {
+            Some(pg_type) => sql_type_name(pg_type.name()),
+            None => pg_type_name(&args.args[0].data_type()),
+        };
         Ok(ColumnarValue::Array(Arc::new(StringArray::from(vec![
             name;
             args.number_rows

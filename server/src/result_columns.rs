@@ -12,7 +12,7 @@ use pgwire::error::PgWireResult;
 use pgwire::types::format::FormatOptions;
 
 /// The RowDescription of a result: Postgres' names, and its types where a marking says more
-/// than the Arrow type (`oid[]` from `array_agg` of oids).
+/// than the Arrow type (`oid[]` from `array_agg` of oids, `varchar`, `jsonb`).
 pub fn pg_fields(
     schema: &Schema,
     format: &Format,
@@ -24,21 +24,23 @@ pub fn pg_fields(
         .into_iter()
         .zip(schema.fields())
         .enumerate()
-        .map(|(index, (info, field))| match marked_array_type(field) {
-            Some(pg_type) => {
-                let info = FieldInfo::new(
-                    info.name().to_string(),
-                    None,
-                    None,
-                    pg_type,
-                    format.format_for(index),
-                );
-                match &options {
-                    Some(options) => info.with_format_options(options.clone()),
-                    None => info,
+        .map(|(index, (info, field))| {
+            match marked_array_type(field).or_else(|| crate::pg_column_types::marked_type(field)) {
+                Some(pg_type) => {
+                    let info = FieldInfo::new(
+                        info.name().to_string(),
+                        None,
+                        None,
+                        pg_type,
+                        format.format_for(index),
+                    );
+                    match &options {
+                        Some(options) => info.with_format_options(options.clone()),
+                        None => info,
+                    }
                 }
+                None => info,
             }
-            None => info,
         })
         .collect())
 }

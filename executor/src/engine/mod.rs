@@ -105,6 +105,11 @@ enum Command {
         include: Vec<usize>,
         reply: Reply<TableId>,
     },
+    /// The catalog entry of a table or view (with the statement that created it).
+    CatalogEntry {
+        name: String,
+        reply: Reply<Option<CatalogEntry>>,
+    },
     Rename {
         old: String,
         new: String,
@@ -304,6 +309,12 @@ impl EngineHandle {
             reply,
         })
         .await
+    }
+
+    /// The catalog entry of table or view `name` (`None` for no such table or view).
+    pub async fn catalog_entry(&self, name: String) -> Result<Option<CatalogEntry>> {
+        self.request(|reply| Command::CatalogEntry { name, reply })
+            .await
     }
 
     pub async fn insert(&self, table: String, batches: Vec<RecordBatch>) -> Result<u64> {
@@ -642,6 +653,15 @@ impl Engine {
                 reply,
             } => {
                 self.create_index(name, sql, relation, columns, include, reply);
+            }
+            Command::CatalogEntry { name, reply } => {
+                let entry = self
+                    .tables
+                    .get(&name)
+                    .map(|(entry, _)| entry)
+                    .or_else(|| self.views.get(&name).map(|view| &view.entry))
+                    .or_else(|| self.plain_views.get(&name));
+                let _ = reply.send(Ok(entry.cloned()));
             }
             Command::Rename {
                 old,
