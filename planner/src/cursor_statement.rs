@@ -5,15 +5,22 @@ use datafusion::sql::sqlparser::tokenizer::Token;
 
 use crate::{PlanError, Result};
 
-/// How many rows a `FETCH` or `MOVE` asks for.
+/// Where a `FETCH` or `MOVE` goes, as Postgres reads its direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FetchCount {
-    /// The next `n` rows (`NEXT` is 1, `FORWARD` without a count is 1).
-    Rows(u64),
+    /// The next `n` rows (`NEXT` and a bare `FETCH` are 1, `FORWARD n`, `n`).
+    Forward(u64),
     /// Every row left (`ALL`, `FORWARD ALL`).
-    All,
-    /// A direction a forward-only cursor cannot take (`PRIOR`, `BACKWARD`, `ABSOLUTE`, ...).
-    Backward,
+    ForwardAll,
+    /// The `n` rows before the current one, nearest first (`PRIOR` is 1, `BACKWARD n`, `-n`).
+    Backward(u64),
+    /// Every row before the current one, nearest first (`BACKWARD ALL`).
+    BackwardAll,
+    /// The row at a position: `n` from the start, `-n` from the end (`FIRST` is 1, `LAST`
+    /// -1); 0 is before the first row.
+    Absolute(i64),
+    /// The row `n` after (or before) the current one; 0 is the current row again.
+    Relative(i64),
 }
 
 /// `FETCH [direction] [FROM | IN] cursor` or `MOVE ...`.
@@ -32,38 +39,52 @@ pub(crate) fn parse_fetch(tokens: &[Token]) -> Result<FetchStatement> {
         Token::Word(w) if w.quote_style.is_none() => Some(w.value.to_ascii_uppercase()),
         _ => None,
     };
-    let number = |t: Option<&Token>| match t {
-        Some(Token::Number(n, _)) => n.parse::<i64>().ok(),
-        _ => None,
+    // A count, signed or not, and how many tokens it took.
+    let signed = |at: &[Token]| -> Option<(i64, usize)> {
+        match at {
+            [Token::Minus, Token::Number(n, _), ..] => Some((-n.parse::<i64>().ok()?, 2)),
+            [Token::Plus, Token::Number(n, _), ..] => Some((n.parse::<i64>().ok()?, 2)),
+            [Token::Number(n, _), ..] => Some((n.parse::<i64>().ok()?, 1)),
+            _ => None,
+        }
+    };
+    let forward = |n: i64| {
+        if n < 0 {
+            FetchCount::Backward(n.unsigned_abs())
+        } else {
+            FetchCount::Forward(n as u64)
+        }
     };
     let move_only = tokens.first().and_then(word).as_deref() == Some("MOVE");
     let mut rest = &tokens[1..];
-    let count_of = |n: i64| {
-        if n < 0 {
-            FetchCount::Backward
-        } else {
-            FetchCount::Rows(n as u64)
-        }
-    };
+    let after = |n: usize| rest.get(n..).unwrap_or(&[]);
     let (count, used) = match rest.first().and_then(word).as_deref() {
-        Some("NEXT") => (FetchCount::Rows(1), 1),
-        Some("ALL") => (FetchCount::All, 1),
-        Some("PRIOR" | "FIRST" | "LAST" | "BACKWARD") => (FetchCount::Backward, 1),
-        Some("ABSOLUTE") => (FetchCount::Backward, 2),
-        Some("RELATIVE") => match number(rest.get(1)) {
-            Some(0) => (FetchCount::Rows(0), 2),
-            Some(n) if n > 0 => (FetchCount::Rows(n as u64), 2),
-            _ => (FetchCount::Backward, 2),
+        Some("NEXT") => (FetchCount::Forward(1), 1),
+        Some("PRIOR") => (FetchCount::Backward(1), 1),
+        Some("FIRST") => (FetchCount::Absolute(1), 1),
+        Some("LAST") => (FetchCount::Absolute(-1), 1),
+        Some("ALL") => (FetchCount::ForwardAll, 1),
+        Some("ABSOLUTE") => match signed(after(1)) {
+            Some((n, taken)) => (FetchCount::Absolute(n), 1 + taken),
+            None => return Err(syntax("ABSOLUTE needs a position")),
         },
-        Some("FORWARD") => match (rest.get(1).and_then(word).as_deref(), number(rest.get(1))) {
-            (Some("ALL"), _) => (FetchCount::All, 2),
-            (_, Some(n)) => (count_of(n), 2),
-            _ => (FetchCount::Rows(1), 1),
+        Some("RELATIVE") => match signed(after(1)) {
+            Some((n, taken)) => (FetchCount::Relative(n), 1 + taken),
+            None => return Err(syntax("RELATIVE needs a count")),
         },
-        _ => match (rest.first(), number(rest.first())) {
-            (_, Some(n)) => (count_of(n), 1),
-            (Some(Token::Minus), _) => (FetchCount::Backward, 2),
-            _ => (FetchCount::Rows(1), 0),
+        Some("FORWARD") => match (after(1).first().and_then(word).as_deref(), signed(after(1))) {
+            (Some("ALL"), _) => (FetchCount::ForwardAll, 2),
+            (_, Some((n, taken))) => (forward(n), 1 + taken),
+            _ => (FetchCount::Forward(1), 1),
+        },
+        Some("BACKWARD") => match (after(1).first().and_then(word).as_deref(), signed(after(1))) {
+            (Some("ALL"), _) => (FetchCount::BackwardAll, 2),
+            (_, Some((n, taken))) => (forward(-n), 1 + taken),
+            _ => (FetchCount::Backward(1), 1),
+        },
+        _ => match signed(rest) {
+            Some((n, taken)) => (forward(n), taken),
+            None => (FetchCount::Forward(1), 0),
         },
     };
     rest = &rest[used.min(rest.len())..];
@@ -101,16 +122,27 @@ mod tests {
 
     #[test]
     fn fetch_forms() {
-        let rows = |n| FetchCount::Rows(n);
-        assert_eq!(parse("FETCH c").count, rows(1));
-        assert_eq!(parse("FETCH FROM c").count, rows(1));
-        assert_eq!(parse("FETCH 10 FROM c").count, rows(10));
+        use FetchCount::*;
+        assert_eq!(parse("FETCH c").count, Forward(1));
+        assert_eq!(parse("FETCH FROM c").count, Forward(1));
+        assert_eq!(parse("FETCH 10 FROM c").count, Forward(10));
         assert_eq!(parse("FETCH FORWARD 2000 FROM \"Cur\"").cursor, "Cur");
-        assert_eq!(parse("FETCH FORWARD 2000 FROM \"Cur\"").count, rows(2000));
-        assert_eq!(parse("FETCH ALL IN c").count, FetchCount::All);
-        assert_eq!(parse("FETCH FORWARD ALL FROM c").count, FetchCount::All);
-        assert_eq!(parse("FETCH PRIOR FROM c").count, FetchCount::Backward);
-        assert_eq!(parse("FETCH -1 FROM c").count, FetchCount::Backward);
+        assert_eq!(
+            parse("FETCH FORWARD 2000 FROM \"Cur\"").count,
+            Forward(2000)
+        );
+        assert_eq!(parse("FETCH ALL IN c").count, ForwardAll);
+        assert_eq!(parse("FETCH FORWARD ALL FROM c").count, ForwardAll);
+        assert_eq!(parse("FETCH PRIOR FROM c").count, Backward(1));
+        assert_eq!(parse("FETCH -1 FROM c").count, Backward(1));
+        assert_eq!(parse("FETCH BACKWARD 3 c").count, Backward(3));
+        assert_eq!(parse("FETCH BACKWARD -3 c").count, Forward(3));
+        assert_eq!(parse("FETCH BACKWARD ALL IN c").count, BackwardAll);
+        assert_eq!(parse("FETCH FIRST FROM c").count, Absolute(1));
+        assert_eq!(parse("FETCH LAST FROM c").count, Absolute(-1));
+        assert_eq!(parse("FETCH ABSOLUTE -2 FROM c").count, Absolute(-2));
+        assert_eq!(parse("MOVE RELATIVE 0 IN c").count, Relative(0));
+        assert_eq!(parse("FETCH RELATIVE +4 c").count, Relative(4));
         let moved = parse("MOVE 5 IN C");
         assert!(moved.move_only);
         assert_eq!(moved.cursor, "c");

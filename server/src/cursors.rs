@@ -1,12 +1,18 @@
-//! Server-side cursors: `DECLARE name [BINARY] CURSOR [WITH[OUT] HOLD] FOR query`, `FETCH`,
-//! `MOVE` and `CLOSE` (psycopg2's named cursors, SQLAlchemy's `stream_results`). A cursor
-//! holds the query's running batch stream: each FETCH pulls only the batches it needs.
+//! Server-side cursors: `DECLARE name [BINARY] [[NO] SCROLL] CURSOR [WITH[OUT] HOLD] FOR query`,
+//! `FETCH`, `MOVE` and `CLOSE` (psycopg2's named cursors, SQLAlchemy's `stream_results`). A
+//! cursor holds the query's running batch stream: each FETCH pulls only the batches it needs.
+//! A cursor without SCROLL moves forward only (`55000` for a way back, as Postgres answers a
+//! NO SCROLL cursor) and keeps no rows it sent; a SCROLL cursor keeps the rows it has pulled,
+//! so that it can go back to them (`PRIOR`, `BACKWARD`, `ABSOLUTE`, `RELATIVE`, `FIRST`,
+//! `LAST`), with Postgres' positions: 0 before the first row, n + 1 after the last.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::array::{RecordBatch, UInt32Array};
+use datafusion::arrow::compute::take_record_batch;
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::error::DataFusionError;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::sql::sqlparser::ast::{CloseCursor, DeclareType, Statement};
 use eddy_planner::cursor_statement::{FetchCount, FetchStatement};
@@ -22,11 +28,21 @@ use crate::error::{Result, ServerError};
 struct Cursor {
     schema: SchemaRef,
     stream: SendableRecordBatchStream,
-    /// Rows of the last batch that a FETCH did not take yet.
+    /// Rows of the last batch that a FETCH did not take yet (forward-only cursors).
     pending: Option<RecordBatch>,
     binary: bool,
     /// WITH HOLD: survives the end of its transaction.
     hold: bool,
+    /// SCROLL: keeps every row pulled, in `pulled`.
+    scroll: bool,
+    pulled: Vec<RecordBatch>,
+    pulled_rows: u64,
+    /// The query has no rows left to pull.
+    exhausted: bool,
+    /// The current row (1-based; 0 before the first; rows + 1 after the last).
+    position: u64,
+    /// A forward-only cursor went past its last row.
+    past_end: bool,
 }
 
 /// A connection's cursors by name, kept in its session extensions.
@@ -62,11 +78,6 @@ pub async fn execute<C: ClientInfo>(
                 let Some(query) = &declare.for_query else {
                     return Err(ServerError::new("42601", "DECLARE CURSOR needs FOR query"));
                 };
-                if declare.scroll == Some(true) {
-                    return Err(ServerError::not_supported(
-                        "SCROLL cursors: Eddy's cursors only move forward",
-                    ));
-                }
                 let hold = declare.hold == Some(true);
                 if !hold && client.transaction_status() == TransactionStatus::Idle {
                     return Err(ServerError::new(
@@ -86,6 +97,12 @@ pub async fn execute<C: ClientInfo>(
                     pending: None,
                     binary: declare.binary == Some(true),
                     hold,
+                    scroll: declare.scroll == Some(true),
+                    pulled: Vec::new(),
+                    pulled_rows: 0,
+                    exhausted: false,
+                    position: 0,
+                    past_end: false,
                 };
                 let Some(name) = declare.names.first().map(identifier) else {
                     return Err(ServerError::new("42601", "DECLARE needs a cursor name"));
@@ -140,35 +157,11 @@ pub async fn fetch<C: ClientInfo>(client: &C, fetch: &FetchStatement) -> Result<
     let cursor = open
         .get_mut(&fetch.cursor)
         .ok_or_else(|| missing(&fetch.cursor))?;
-    let mut wanted = match fetch.count {
-        FetchCount::Rows(n) => n,
-        FetchCount::All => u64::MAX,
-        FetchCount::Backward => {
-            return Err(ServerError::new("55000", "cursor can only scan forward"))
-        }
+    let (batches, rows) = if cursor.scroll {
+        cursor.scroll_to(fetch.count).await?
+    } else {
+        cursor.forward(fetch.count).await?
     };
-    let mut batches = Vec::new();
-    let mut rows = 0u64;
-    while wanted > 0 {
-        let batch = match cursor.pending.take() {
-            Some(batch) => batch,
-            None => match cursor.stream.next().await {
-                Some(batch) => batch?,
-                None => break,
-            },
-        };
-        let available = batch.num_rows() as u64;
-        if available > wanted {
-            let take = wanted as usize;
-            cursor.pending = Some(batch.slice(take, batch.num_rows() - take));
-            batches.push(batch.slice(0, take));
-            rows += wanted;
-            break;
-        }
-        wanted -= available;
-        rows += available;
-        batches.push(batch);
-    }
     if fetch.move_only {
         return Ok((Outcome::with_rows("MOVE", Some(rows as usize)), false));
     }
@@ -177,6 +170,190 @@ pub async fn fetch<C: ClientInfo>(client: &C, fetch: &FetchStatement) -> Result<
         batches,
     };
     Ok((outcome, cursor.binary))
+}
+
+fn only_forward() -> ServerError {
+    ServerError::new(
+        "55000",
+        "cursor can only scan forward: declare it with SCROLL to move back",
+    )
+}
+
+impl Cursor {
+    /// Pulls the next batch of the query (`None` at its end).
+    async fn pull(&mut self) -> Result<Option<RecordBatch>> {
+        if self.exhausted {
+            return Ok(None);
+        }
+        match self.stream.next().await {
+            Some(batch) => Ok(Some(batch?)),
+            None => {
+                self.exhausted = true;
+                Ok(None)
+            }
+        }
+    }
+
+    /// A forward-only cursor: the next rows, pulled as they are needed and not kept.
+    async fn forward(&mut self, count: FetchCount) -> Result<(Vec<RecordBatch>, u64)> {
+        // RELATIVE n and ABSOLUTE n ahead of the cursor skip to one row.
+        let (skip, mut wanted) = match count {
+            FetchCount::Forward(n) => (0, n),
+            FetchCount::ForwardAll => (0, u64::MAX),
+            FetchCount::Relative(n) if n > 0 => (n as u64 - 1, 1),
+            FetchCount::Absolute(n) if n > 0 && n as u64 > self.position => {
+                (n as u64 - self.position - 1, 1)
+            }
+            _ => return Err(only_forward()),
+        };
+        let mut skipping = skip;
+        let mut batches = Vec::new();
+        let mut rows = 0u64;
+        while wanted > 0 {
+            let batch = match self.pending.take() {
+                Some(batch) => batch,
+                None => match self.pull().await? {
+                    Some(batch) => batch,
+                    None => break,
+                },
+            };
+            let mut batch = batch;
+            if skipping > 0 {
+                let skipped = skipping.min(batch.num_rows() as u64);
+                skipping -= skipped;
+                self.position += skipped;
+                batch = batch.slice(skipped as usize, batch.num_rows() - skipped as usize);
+                if batch.num_rows() == 0 {
+                    continue;
+                }
+            }
+            let available = batch.num_rows() as u64;
+            if available > wanted {
+                let take = wanted as usize;
+                self.pending = Some(batch.slice(take, batch.num_rows() - take));
+                batches.push(batch.slice(0, take));
+                rows += wanted;
+                self.position += wanted;
+                wanted = 0;
+                break;
+            }
+            wanted -= available;
+            rows += available;
+            self.position += available;
+            batches.push(batch);
+        }
+        if wanted > 0 && !self.past_end {
+            // Past the last row.
+            self.position += 1;
+            self.past_end = true;
+        }
+        Ok((batches, rows))
+    }
+
+    /// Keeps pulling until `rows` rows are kept (or every row, for `u64::MAX`).
+    async fn keep_to(&mut self, rows: u64) -> Result<()> {
+        while self.pulled_rows < rows {
+            let Some(batch) = self.pull().await? else {
+                break;
+            };
+            self.pulled_rows += batch.num_rows() as u64;
+            self.pulled.push(batch);
+        }
+        Ok(())
+    }
+
+    /// Kept rows `from..=to` (1-based), in that order or, `backward`, the last first.
+    fn kept(&self, from: u64, to: u64, backward: bool) -> Result<Vec<RecordBatch>> {
+        let mut batches = Vec::new();
+        let mut first = 1u64;
+        for batch in &self.pulled {
+            let last = first + batch.num_rows() as u64 - 1;
+            if batch.num_rows() > 0 && last >= from && first <= to {
+                let start = from.max(first) - first;
+                let end = to.min(last) - first;
+                batches.push(batch.slice(start as usize, (end - start + 1) as usize));
+            }
+            first = last + 1;
+        }
+        if backward {
+            batches.reverse();
+            batches = batches
+                .into_iter()
+                .map(|batch| {
+                    let reversed: Vec<u32> = (0..batch.num_rows() as u32).rev().collect();
+                    take_record_batch(&batch, &UInt32Array::from(reversed))
+                        .map_err(|e| ServerError::from(DataFusionError::from(e)))
+                })
+                .collect::<Result<Vec<_>>>()?;
+        }
+        Ok(batches)
+    }
+
+    /// A SCROLL cursor: any direction, over the rows it keeps.
+    async fn scroll_to(&mut self, count: FetchCount) -> Result<(Vec<RecordBatch>, u64)> {
+        let p = self.position;
+        match count {
+            // FETCH 0 is the current row again, as RELATIVE 0.
+            FetchCount::Forward(0) => self.one_row(p).await,
+            FetchCount::Forward(n) => {
+                self.keep_to(p.saturating_add(n)).await?;
+                let total = self.pulled_rows;
+                let end = p.saturating_add(n).min(total);
+                let rows = end.saturating_sub(p);
+                self.position = if p.saturating_add(n) > total {
+                    total + 1
+                } else {
+                    end
+                };
+                Ok((self.kept(p + 1, end, false)?, rows))
+            }
+            FetchCount::ForwardAll => {
+                self.keep_to(u64::MAX).await?;
+                let total = self.pulled_rows;
+                self.position = total + 1;
+                Ok((self.kept(p + 1, total, false)?, total.saturating_sub(p)))
+            }
+            FetchCount::Backward(n) => {
+                let from = p.saturating_sub(n).max(1);
+                let to = p.saturating_sub(1);
+                self.position = p.saturating_sub(n);
+                let rows = (to + 1).saturating_sub(from);
+                Ok((self.kept(from, to, true)?, rows))
+            }
+            FetchCount::BackwardAll => {
+                self.position = 0;
+                Ok((
+                    self.kept(1, p.saturating_sub(1), true)?,
+                    p.saturating_sub(1),
+                ))
+            }
+            FetchCount::Absolute(n) if n >= 0 => self.one_row(n as u64).await,
+            FetchCount::Absolute(n) => {
+                self.keep_to(u64::MAX).await?;
+                let target = self.pulled_rows as i64 + 1 + n;
+                self.one_row(target.max(0) as u64).await
+            }
+            FetchCount::Relative(n) => {
+                let target = p as i64 + n;
+                self.one_row(target.max(0) as u64).await
+            }
+        }
+    }
+
+    /// Moves to row `target` and returns it; before the first or after the last, none.
+    async fn one_row(&mut self, target: u64) -> Result<(Vec<RecordBatch>, u64)> {
+        if target == 0 {
+            self.position = 0;
+            return Ok((vec![], 0));
+        }
+        self.keep_to(target).await?;
+        if target > self.pulled_rows {
+            self.position = self.pulled_rows + 1;
+            return Ok((vec![], 0));
+        }
+        self.position = target;
+        Ok((self.kept(target, target, false)?, 1))
+    }
 }
 
 /// The columns a FETCH returns, for Describe (none for a MOVE or an unknown cursor).

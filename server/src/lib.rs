@@ -66,6 +66,7 @@ pub mod key_ranges;
 pub mod limits;
 pub mod login_throttle;
 pub mod metrics;
+pub mod numeric_casts;
 pub mod oid_markings;
 pub mod operator_types;
 pub mod parameters;

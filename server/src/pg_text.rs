@@ -23,7 +23,7 @@ use datafusion::arrow::datatypes::{
 use pgwire::types::format::FormatOptions;
 
 /// The precision and scale DataFusion gives a `NUMERIC` declared without them.
-const UNCONSTRAINED_NUMERIC: (u8, i8) = (38, 10);
+pub(crate) const UNCONSTRAINED_NUMERIC: (u8, i8) = (38, 10);
 
 /// The column as Postgres prints it, or `None` when the wire library's text is right.
 pub fn column_text(array: &ArrayRef, options: &FormatOptions) -> Option<Vec<Option<String>>> {

@@ -81,7 +81,7 @@ public class JdbcCheck {
                             + " " + rs.getInt("NULLABLE"));
                 }
             }
-            check("getColumns", columns, List.of("id int8 0", "symbol text 1", "qty int4 1", "px float8 1"));
+            check("getColumns", columns, List.of("id int8 0", "symbol varchar 1", "qty int4 1", "px float8 1"));
             List<String> keys = new ArrayList<>();
             try (ResultSet rs = meta.getPrimaryKeys(null, "public", "trades")) {
                 while (rs.next()) {

@@ -84,11 +84,11 @@ def sqlalchemy_inspector_and_pandas():
     check("sqlalchemy: get_view_names", inspector.get_view_names(), [])
     check("sqlalchemy: get_materialized_view_names",
           inspector.get_materialized_view_names(), ["per_site"])
-    # VARCHAR columns are text in Eddy (one string type).
+    # A VARCHAR column is a varchar, as in Postgres.
     columns = [(c["name"], str(c["type"]), c["nullable"])
                for c in inspector.get_columns("readings")]
     check("sqlalchemy: get_columns", columns,
-          [("sensor", "INTEGER", False), ("site", "TEXT", True),
+          [("sensor", "INTEGER", False), ("site", "VARCHAR", True),
            ("value", "DOUBLE PRECISION", True)])
     view_columns = [c["name"] for c in inspector.get_columns("per_site")]
     check("sqlalchemy: get_columns of a view", view_columns, ["site", "readings", "peak"])
@@ -137,6 +137,17 @@ def psycopg2_named_cursor():
             rows = list(cur)
         check("psycopg2: a named cursor, fetched 2 rows at a time", rows,
               [(1, 20.5), (2, 18.0), (3, 22.5)])
+        conn.commit()
+        # A scrollable one (DECLARE ... SCROLL CURSOR; scroll() sends MOVE).
+        with conn.cursor(name="scrolling", scrollable=True) as cur:
+            cur.execute("SELECT sensor FROM readings ORDER BY sensor")
+            first_two = cur.fetchmany(2)
+            cur.scroll(-2)
+            again = cur.fetchone()
+            cur.scroll(2, mode="absolute")
+            second = cur.fetchone()
+        check("psycopg2: a scrollable cursor moves back", (first_two, again, second),
+              ([(1,), (2,)], (1,), (3,)))
         conn.commit()
     finally:
         conn.close()

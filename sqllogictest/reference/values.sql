@@ -9,6 +9,8 @@ SELECT CAST(21 AS DOUBLE PRECISION) / 2 AS half
 SELECT 1.5 AS a, 1.50 AS b, 0.001 AS c, -2.25 AS d
 SELECT 21::numeric AS a, CAST(123456789012345678.5 AS NUMERIC) AS b
 SELECT CAST(1.5 AS NUMERIC(10, 3)) AS a
+-- A decimal cast to NUMERIC keeps its scale; arithmetic on it follows Postgres' scales.
+SELECT CAST(1.50 AS NUMERIC) AS a, 1.50::numeric AS b, CAST(0.1::float8 AS NUMERIC) AS c, 1.50::numeric * 2 AS d, 1.50::numeric + 1 AS e
 SELECT pg_typeof(1.5)::text AS a, pg_typeof(now())::text AS b, pg_typeof('x'::text)::text AS c
 -- Timestamps, dates and times: no trailing zeros.
 SELECT TIMESTAMP '2026-01-01 00:00:00' AS a, '2026-01-01 12:00:00.5'::timestamp AS b

@@ -234,6 +234,23 @@ const ALL_TYPES: &str = "SELECT 1::int2 AS i2, 2::int4 AS i4, 3::int8 AS i8, 1.5
     decode('deadbeef', 'hex') AS by, '{\"a\": 1}'::jsonb AS j, ARRAY[1, 2, 3] AS ai, \
     ARRAY['a', 'b c'] AS at";
 
+/// A `jsonb` value's text: its binary form is a version byte (1), then the text.
+struct JsonbText(String);
+
+impl<'a> tokio_postgres::types::FromSql<'a> for JsonbText {
+    fn from_sql(
+        _ty: &tokio_postgres::types::Type,
+        raw: &'a [u8],
+    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        let text = raw.strip_prefix(&[1]).ok_or("not jsonb's version 1")?;
+        Ok(Self(String::from_utf8(text.to_vec())?))
+    }
+
+    fn accepts(ty: &tokio_postgres::types::Type) -> bool {
+        *ty == tokio_postgres::types::Type::JSONB
+    }
+}
+
 #[tokio::test]
 async fn every_type_in_text_and_binary_results() {
     let eddy = EddyProcess::start_fresh().await.expect("start eddy");
@@ -294,7 +311,7 @@ async fn every_type_in_text_and_binary_results() {
         1_767_323_045_000_000
     );
     assert_eq!(row.get::<_, Vec<u8>>("by"), vec![0xde, 0xad, 0xbe, 0xef]);
-    assert_eq!(row.get::<_, String>("j"), "{\"a\": 1}");
+    assert_eq!(row.get::<_, JsonbText>("j").0, "{\"a\": 1}");
     assert_eq!(row.get::<_, Vec<i64>>("ai"), vec![1, 2, 3]);
     assert_eq!(row.get::<_, Vec<String>>("at"), vec!["a", "b c"]);
     let types: Vec<&str> = row.columns().iter().map(|c| c.type_().name()).collect();
@@ -309,14 +326,14 @@ async fn every_type_in_text_and_binary_results() {
             "numeric",
             "bool",
             "text",
-            "text",
+            "varchar",
             "timestamp",
             "timestamptz",
             "date",
             "time",
             "interval",
             "bytea",
-            "text",
+            "jsonb",
             "_int8",
             "_text",
         ]
@@ -448,7 +465,7 @@ async fn catalog_functions_and_information_schema() {
         .collect();
     assert_eq!(
         types,
-        ["sensor integer", "value double precision", "payload text"]
+        ["sensor integer", "value double precision", "payload jsonb"]
     );
 
     let kinds = client
