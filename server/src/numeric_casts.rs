@@ -15,7 +15,16 @@ use crate::pg_text::UNCONSTRAINED_NUMERIC;
 /// Gives each unconstrained-NUMERIC cast of a decimal in `plan` (subqueries included) the
 /// decimal's scale.
 pub fn keep_decimal_scales(plan: LogicalPlan) -> Result<LogicalPlan> {
+    // A write casts its values to its table's column types, and these it must keep; what
+    // it stores in an unconstrained column has that column's scale anyway.
+    if matches!(plan, LogicalPlan::Dml(_)) {
+        return Ok(plan);
+    }
     let rewritten = plan.transform_up_with_subqueries(|node| {
+        // A VALUES list's type is fixed when it is planned: its casts stay.
+        if matches!(node, LogicalPlan::Values(_)) {
+            return Ok(Transformed::no(node));
+        }
         let inputs = node.inputs();
         let schema: Option<DFSchema> = match inputs.as_slice() {
             [input] => Some(input.schema().as_ref().clone()),
