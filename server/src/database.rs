@@ -789,6 +789,6 @@ pub(crate) fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBa
         };
         ServerError::new(code, e.to_string())
     })?;
-    crate::pg_column_types::check_lengths(&batch, schema)?;
+    crate::pg_column_types::check_values(&batch, schema)?;
     Ok(batch)
 }

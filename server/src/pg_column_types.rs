@@ -119,14 +119,30 @@ pub fn type_name(field: &Field) -> String {
     }
 }
 
-/// Refuses a batch with a value longer than its `varchar(n)` column allows (22001, as
-/// Postgres refuses an INSERT of one).
-pub fn check_lengths(batch: &RecordBatch, schema: &Schema) -> Result<(), ServerError> {
+/// Refuses a batch with a value its column's declared type does not take, as Postgres refuses
+/// an INSERT of one: longer than a `varchar(n)` allows (22001), not JSON in a `json` or
+/// `jsonb` column (22P02).
+pub fn check_values(batch: &RecordBatch, schema: &Schema) -> Result<(), ServerError> {
     for (column, field) in batch.columns().iter().zip(schema.fields()) {
-        let Some(max) = max_length(field) else {
+        let Some(values) = column.as_string_opt::<i32>() else {
             continue;
         };
-        let Some(values) = column.as_string_opt::<i32>() else {
+        if matches!(marked_type(field), Some(Type::JSON | Type::JSONB)) {
+            let bad = (0..values.len()).find(|&i| {
+                values.is_valid(i)
+                    && serde_json::from_str::<serde_json::Value>(values.value(i)).is_err()
+            });
+            if let Some(bad) = bad {
+                return Err(ServerError::new(
+                    "22P02",
+                    format!(
+                        "invalid input syntax for type json: \"{}\"",
+                        values.value(bad)
+                    ),
+                ));
+            }
+        }
+        let Some(max) = max_length(field) else {
             continue;
         };
         let too_long =
@@ -199,7 +215,7 @@ pub fn with_declared_types(
 
 #[cfg(test)]
 mod tests {
-    use datafusion::arrow::array::StringArray;
+    use datafusion::arrow::array::{ArrayRef, StringArray};
 
     use super::*;
 
@@ -245,6 +261,19 @@ mod tests {
     }
 
     #[test]
+    fn a_json_column_takes_json_only() {
+        let schema = Schema::new(vec![planned("JSONB").as_ref().clone().with_name("j")]);
+        let batch = |value: &str| {
+            let column: ArrayRef = Arc::new(StringArray::from(vec![Some(value), None]));
+            RecordBatch::try_new(Arc::new(schema.clone()), vec![column]).unwrap()
+        };
+        assert!(check_values(&batch("{\"a\": [1, null]}"), &schema).is_ok());
+        assert!(check_values(&batch("3"), &schema).is_ok());
+        let error = check_values(&batch("{bad"), &schema).unwrap_err();
+        assert_eq!(error.code, "22P02");
+    }
+
+    #[test]
     fn a_value_longer_than_its_varchar_is_refused() {
         let field = planned("VARCHAR(3)").as_ref().clone().with_name("v");
         let schema = Schema::new(vec![field]);
@@ -253,8 +282,8 @@ mod tests {
             RecordBatch::try_new(Arc::new(schema.clone()), vec![column]).unwrap()
         };
         // Characters, not bytes: three accented letters fit.
-        assert!(check_lengths(&batch(vec![Some("abc"), None, Some("éèê")]), &schema).is_ok());
-        let error = check_lengths(&batch(vec![Some("abcd")]), &schema).unwrap_err();
+        assert!(check_values(&batch(vec![Some("abc"), None, Some("éèê")]), &schema).is_ok());
+        let error = check_values(&batch(vec![Some("abcd")]), &schema).unwrap_err();
         assert_eq!(error.code, "22001");
         assert_eq!(
             error.to_string(),

@@ -4,6 +4,9 @@ INSERT INTO declared_types VALUES (1, 'abc', 'x', 1.5, '{"b": 1, "a": [1, 2]}', 
 -- Longer than its varchar(n): refused (characters, not bytes, are counted).
 INSERT INTO declared_types VALUES (2, 'abcdef', 'x', 1, '{}', '{}')
 INSERT INTO declared_types VALUES (3, 'éèêëē', 'x', 1, '{}', '{}')
+-- Not JSON in a json or jsonb column: refused.
+INSERT INTO declared_types VALUES (4, 'a', 'x', 1, '{bad', '{}')
+INSERT INTO declared_types VALUES (5, 'a', 'x', 1, '[]', 'nope')
 -- Described with their own types (varchar, jsonb, json), jsonb printed as jsonb prints it.
 SELECT id, title, kind, price, doc, raw FROM declared_types ORDER BY id
 SELECT pg_typeof(title)::text AS a, pg_typeof(doc)::text AS b, pg_typeof(raw)::text AS c, pg_typeof(price)::text AS d FROM declared_types WHERE id = 1
