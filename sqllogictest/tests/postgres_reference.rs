@@ -210,6 +210,8 @@ async fn copy_to_stdout_writes_what_postgres_15_writes() {
                   CAST(21.0 AS DOUBLE PRECISION) AS f, CAST(2.5 AS REAL) AS r, 1.50 AS n, \
                   INTERVAL '1 day 02:03:04' AS iv, '\\xdeadbeef'::bytea AS b, \
                   TIME '12:00:00.5' AS t, DATE '2026-01-02' AS d, true AS yes";
+    let json = "SELECT '{\"b\": 1, \"a\": [1, 2]}'::jsonb AS j, '{\"b\":1}'::json AS raw, \
+                'x'::varchar(3) AS v";
     let statements = [
         "COPY copy_t TO STDOUT".to_string(),
         "COPY (SELECT * FROM copy_t ORDER BY id) TO STDOUT".to_string(),
@@ -218,6 +220,10 @@ async fn copy_to_stdout_writes_what_postgres_15_writes() {
         "COPY (SELECT at, body FROM copy_t ORDER BY id) TO STDOUT WITH (DELIMITER '|')".to_string(),
         format!("COPY ({values}) TO STDOUT"),
         format!("COPY ({values}) TO STDOUT WITH CSV"),
+        // jsonb as jsonb prints it (and in binary with its version byte), varchar as text.
+        format!("COPY ({json}) TO STDOUT"),
+        format!("COPY ({json}) TO STDOUT WITH CSV"),
+        format!("COPY ({json}) TO STDOUT WITH (FORMAT binary)"),
     ];
     let mut differences = Vec::new();
     for sql in &statements {
