@@ -470,7 +470,7 @@ impl Database {
             .statement_to_plan(DfStatement::Statement(Box::new(statement)))
             .await?;
         let plan = crate::decimal_literals::rescale_exponent_literals(plan)?;
-        let plan = crate::numeric_casts::keep_decimal_scales(plan)?;
+        let plan = crate::pg_casts::as_postgres_casts(plan)?;
         let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(create)) = plan else {
             return Err(ServerError::not_supported("this form of CREATE TABLE"));
         };
@@ -612,7 +612,7 @@ impl Database {
             .statement_to_plan(DfStatement::Statement(Box::new(statement.clone())))
             .await?;
         let plan = crate::decimal_literals::rescale_exponent_literals(plan)?;
-        let plan = crate::numeric_casts::keep_decimal_scales(plan)?;
+        let plan = crate::pg_casts::as_postgres_casts(plan)?;
         let plan = crate::oid_markings::mark_oid_cases(plan)?;
         Ok(match params {
             Some(params) => plan.with_param_values(params)?,

@@ -11,6 +11,9 @@ INSERT INTO declared_types VALUES (5, 'a', 'x', 1, '[]', 'nope')
 SELECT id, title, kind, price, doc, raw FROM declared_types ORDER BY id
 SELECT pg_typeof(title)::text AS a, pg_typeof(doc)::text AS b, pg_typeof(raw)::text AS c, pg_typeof(price)::text AS d FROM declared_types WHERE id = 1
 SELECT '{"z": 1, "a": 2}'::jsonb AS j, 'x'::varchar AS v
+-- A cast to varchar(n) keeps the first n characters.
+SELECT 'abcdef'::varchar(3) AS a, CAST(12345 AS VARCHAR(2)) AS b, 'ab'::varchar(5) AS c, CAST(NULL AS VARCHAR(2)) AS d, 'éèêë'::character varying(2) AS e
+SELECT title::varchar(2) AS t FROM declared_types ORDER BY id
 -- The catalogs give each column its declared type and modifier.
 SELECT attname::text AS attname, format_type(atttypid, atttypmod) AS type, atttypmod FROM pg_attribute WHERE attrelid = 'declared_types'::regclass AND attnum > 0 ORDER BY attnum
 SELECT column_name::text AS c, data_type::text AS t, character_maximum_length AS l, numeric_precision AS p, numeric_scale AS s FROM information_schema.columns WHERE table_name = 'declared_types' ORDER BY ordinal_position
