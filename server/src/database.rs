@@ -613,7 +613,7 @@ impl Database {
             .await?;
         let plan = crate::decimal_literals::rescale_exponent_literals(plan)?;
         let plan = crate::pg_casts::as_postgres_casts(plan)?;
-        let plan = crate::oid_markings::mark_oid_cases(plan)?;
+        let plan = crate::oid_markings::mark_case_results(plan)?;
         Ok(match params {
             Some(params) => plan.with_param_values(params)?,
             None => plan,

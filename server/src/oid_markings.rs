@@ -1,6 +1,6 @@
 //! Oid columns stay marked as oids through `array_agg` and `CASE`, as their types do in
 //! Postgres: `array_agg(atttypid)` is an `oid[]`, and `CASE WHEN .. THEN oid_column ELSE NULL
-//! END` an `oid`. DataFusion's `array_agg` and `CASE` forget the field marking of their
+//! END` an `oid`; likewise a declared `varchar` or `jsonb` through `CASE` and `COALESCE`. DataFusion's `array_agg` and `CASE` forget the field marking of their
 //! arguments; the wrapper and the analyzer rule here put it back, on the result column (a list's
 //! element field must stay plain Int32 for its values to match), and
 //! [`crate::result_columns`] reports a marked list as `oid[]`. asyncpg reads `oid[]` without
@@ -8,6 +8,7 @@
 //! `attrtypoids` is a `CASE` over an `array_agg` of oids): every result with an int or float
 //! array then recursed until Python gave up.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow_pg::datatypes::PG_OID_ALIAS_KEY;
@@ -29,6 +30,8 @@ use datafusion::logical_expr::{
     StatisticsArgs,
 };
 
+use crate::pg_column_types::{PG_TYPE_KEY, PG_TYPMOD_KEY};
+
 /// Replaces the session's `array_agg` with one that keeps its argument's oid marking.
 pub fn register(ctx: &SessionContext) {
     let inner = datafusion::functions_aggregate::array_agg::array_agg_udaf();
@@ -37,9 +40,10 @@ pub fn register(ctx: &SessionContext) {
     ));
 }
 
-/// Marks each projected `CASE` whose non-NULL branches are all oids of one kind as that kind,
-/// in a plan as SQL planning leaves it (the result's columns are described from it).
-pub fn mark_oid_cases(plan: LogicalPlan) -> Result<LogicalPlan> {
+/// Marks each projected `CASE` or `COALESCE` whose branches share a marking (an oid kind, a
+/// declared type) with it, in a plan as SQL planning leaves it (the result's columns are
+/// described from it).
+pub fn mark_case_results(plan: LogicalPlan) -> Result<LogicalPlan> {
     // Most plans have no such CASE: they are left exactly as they are.
     let mut found = false;
     plan.apply_with_subqueries(|node| {
@@ -61,7 +65,7 @@ pub fn mark_oid_cases(plan: LogicalPlan) -> Result<LogicalPlan> {
         let LogicalPlan::Projection(projection) = &node else {
             return Ok(Transformed::no(node));
         };
-        let markings: Vec<Option<String>> = (0..projection.expr.len())
+        let markings: Vec<Option<BTreeMap<String, String>>> = (0..projection.expr.len())
             .map(|i| case_marking(projection, i))
             .collect();
         if markings.iter().all(Option::is_none) {
@@ -74,16 +78,13 @@ pub fn mark_oid_cases(plan: LogicalPlan) -> Result<LogicalPlan> {
             .enumerate()
             .map(|(i, (expr, marking))| match marking {
                 None => expr.clone(),
-                Some(kind) => {
+                Some(marking) => {
                     let (relation, field) = projection.schema.qualified_field(i);
                     let inner = match expr {
                         Expr::Alias(alias) => alias.expr.as_ref().clone(),
                         other => other.clone(),
                     };
-                    let metadata = FieldMetadata::from(std::collections::BTreeMap::from([(
-                        PG_OID_ALIAS_KEY.to_string(),
-                        kind,
-                    )]));
+                    let metadata = FieldMetadata::from(marking);
                     Expr::Alias(Alias {
                         expr: Box::new(inner),
                         relation: relation.cloned(),
@@ -111,43 +112,60 @@ fn is_null(expr: &Expr) -> bool {
     }
 }
 
-/// The oid kind the `i`th expression of a projection should carry and does not: a `CASE`
-/// whose non-NULL branches all carry that kind.
-fn case_marking(projection: &Projection, i: usize) -> Option<String> {
+/// The marking the `i`th expression of a projection should carry and does not: a `CASE` or
+/// `COALESCE` whose branches (NULLs aside) all carry it, an oid kind or a declared type
+/// ([`crate::pg_column_types`]; a string literal branch takes the type, as an unknown literal
+/// does in Postgres, but not its modifier).
+fn case_marking(projection: &Projection, i: usize) -> Option<BTreeMap<String, String>> {
     let expr = match &projection.expr[i] {
         Expr::Alias(alias) => alias.expr.as_ref(),
         other => other,
     };
-    let Expr::Case(case) = expr else {
-        return None;
+    let branches: Vec<&Expr> = match expr {
+        Expr::Case(case) => case
+            .when_then_expr
+            .iter()
+            .map(|(_, then)| then.as_ref())
+            .chain(case.else_expr.as_deref())
+            .collect(),
+        Expr::ScalarFunction(function) if function.name() == "coalesce" => {
+            function.args.iter().collect()
+        }
+        _ => return None,
     };
-    if projection
-        .schema
-        .field(i)
-        .metadata()
-        .contains_key(PG_OID_ALIAS_KEY)
-    {
+    let own = projection.schema.field(i).metadata();
+    if own.contains_key(PG_OID_ALIAS_KEY) || own.contains_key(PG_TYPE_KEY) {
         return None;
     }
     let input = projection.input.schema();
-    let branches = case
-        .when_then_expr
-        .iter()
-        .map(|(_, then)| then.as_ref())
-        .chain(case.else_expr.as_deref());
-    let mut kind: Option<String> = None;
+    let mut markings = Vec::new();
+    let mut literal = false;
     for branch in branches {
         if is_null(branch) {
             continue;
         }
-        let (_, field) = branch.to_field(input).ok()?;
-        let branch_kind = field.metadata().get(PG_OID_ALIAS_KEY)?;
-        match &kind {
-            Some(kind) if kind != branch_kind => return None,
-            _ => kind = Some(branch_kind.clone()),
+        if matches!(branch, Expr::Literal(value, _) if value.data_type() == DataType::Utf8) {
+            literal = true;
+            continue;
         }
+        let (_, field) = branch.to_field(input).ok()?;
+        markings.push(field.metadata().clone());
     }
-    kind
+    let first = markings.first()?;
+    let shared = |key: &str| {
+        let value = first.get(key)?;
+        markings
+            .iter()
+            .all(|m| m.get(key) == Some(value))
+            .then(|| (key.to_string(), value.clone()))
+    };
+    let mut marking = BTreeMap::new();
+    if !literal {
+        marking.extend(shared(PG_OID_ALIAS_KEY));
+        marking.extend(shared(PG_TYPMOD_KEY).filter(|_| shared(PG_TYPE_KEY).is_some()));
+    }
+    marking.extend(shared(PG_TYPE_KEY));
+    (!marking.is_empty()).then_some(marking)
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]

@@ -11,6 +11,8 @@ INSERT INTO declared_types VALUES (5, 'a', 'x', 1, '[]', 'nope')
 SELECT id, title, kind, price, doc, raw FROM declared_types ORDER BY id
 SELECT pg_typeof(title)::text AS a, pg_typeof(doc)::text AS b, pg_typeof(raw)::text AS c, pg_typeof(price)::text AS d FROM declared_types WHERE id = 1
 SELECT '{"z": 1, "a": 2}'::jsonb AS j, 'x'::varchar AS v
+-- CASE and COALESCE keep a declared type their branches share (a string literal takes it).
+SELECT COALESCE(title, 'x') AS a, CASE WHEN id = 1 THEN title ELSE NULL END AS b, COALESCE(doc, '{}') AS d, CASE WHEN true THEN title ELSE 'x'::text END AS f FROM declared_types ORDER BY id
 -- A cast to varchar(n) keeps the first n characters.
 SELECT 'abcdef'::varchar(3) AS a, CAST(12345 AS VARCHAR(2)) AS b, 'ab'::varchar(5) AS c, CAST(NULL AS VARCHAR(2)) AS d, 'éèêë'::character varying(2) AS e
 SELECT title::varchar(2) AS t FROM declared_types ORDER BY id
