@@ -608,8 +608,10 @@ impl Database {
         params: Option<ParamValues>,
     ) -> Result<LogicalPlan> {
         let state = self.ctx.state();
+        let mut statement = statement.clone();
+        crate::from_functions::apply(&mut statement, &state);
         let plan = state
-            .statement_to_plan(DfStatement::Statement(Box::new(statement.clone())))
+            .statement_to_plan(DfStatement::Statement(Box::new(statement)))
             .await?;
         let plan = crate::decimal_literals::rescale_exponent_literals(plan)?;
         let plan = crate::pg_casts::as_postgres_casts(plan)?;

@@ -58,6 +58,7 @@ pub mod describe;
 pub mod empty_catalog_selects;
 pub mod error;
 pub mod frame;
+pub mod from_functions;
 pub mod function_caps;
 pub mod handler;
 pub mod indexes;

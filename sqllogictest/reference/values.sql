@@ -43,3 +43,8 @@ SELECT pg_size_pretty(CAST(-10240 AS BIGINT)) AS a, pg_size_pretty(CAST(20971520
 -- to_char with Postgres' template patterns.
 SELECT to_char(TIMESTAMP '2026-03-05 14:07:09.123456', 'YYYY-MM-DD HH24:MI:SS.MS') AS a, to_char(TIMESTAMP '2026-03-05 14:07:09', 'yyyy-MM-dd') AS b, to_char(DATE '2026-12-31', 'FMMonth FMDD, YYYY Dy') AS c
 SELECT to_char(TIMESTAMP '2026-03-05 00:30:00', 'HH12:MI AM "day" DDD Q IW') AS a, to_char(TIMESTAMP '2026-03-05 14:07:09', 'Month|MON|day') AS b
+-- Functions in FROM: one column, named after the alias (or the function).
+SELECT i FROM generate_series(CAST(1 AS BIGINT), CAST(3 AS BIGINT)) AS i ORDER BY i
+SELECT * FROM generate_series(CAST(1 AS BIGINT), CAST(2 AS BIGINT)) ORDER BY 1
+SELECT s, s[2] AS second FROM string_to_array('a,b', ',') s
+SELECT trim(s[i]) AS part FROM generate_series(CAST(1 AS BIGINT), CAST(2 AS BIGINT)) AS i, string_to_array('x, y', ',') s ORDER BY i

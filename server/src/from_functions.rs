@@ -1,0 +1,163 @@
+//! Functions in FROM as Postgres reads them (Grafana's "tables on the search path" query:
+//! `FROM generate_series(...) AS i, string_to_array(...) s`, then `s[i]`):
+//!
+//! - A table function of one column, `generate_series` or `range`, names its column after the
+//!   alias (`AS i` gives `i`, no alias gives `generate_series`); DataFusion calls it `value`.
+//! - A scalar function in FROM is a one-row table whose column is named after the alias
+//!   (`string_to_array(...) s` gives `s`); DataFusion takes only table functions there, so it
+//!   becomes `(SELECT f(...) AS s) AS s`.
+//!
+//! Also `user` (a keyword in Postgres, never a column unless quoted) is `current_user`.
+
+use std::ops::ControlFlow;
+
+use datafusion::execution::session_state::SessionState;
+use datafusion::sql::sqlparser::ast::{
+    Expr, FunctionArguments, Ident, Query, SelectItem, SetExpr, Statement, TableAlias,
+    TableAliasColumnDef, TableFactor, VisitMut, VisitorMut,
+};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+
+/// Table functions whose one column Postgres names after the alias.
+const ONE_COLUMN_TABLE_FUNCTIONS: &[&str] = &["generate_series", "range"];
+
+/// Rewrites the functions in FROM of `statement` (see the module's comment).
+pub fn apply(statement: &mut Statement, state: &SessionState) {
+    let _ = statement.visit(&mut FromFunctions { state });
+}
+
+struct FromFunctions<'a> {
+    state: &'a SessionState,
+}
+
+impl VisitorMut for FromFunctions<'_> {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        let TableFactor::Table {
+            name,
+            alias,
+            args: Some(args),
+            ..
+        } = factor
+        else {
+            return ControlFlow::Continue(());
+        };
+        let [function] = name.0.as_slice() else {
+            return ControlFlow::Continue(());
+        };
+        let function = function.to_string().to_ascii_lowercase();
+        let column = alias
+            .as_ref()
+            .map_or_else(|| function.clone(), |a| a.name.value.clone());
+        if ONE_COLUMN_TABLE_FUNCTIONS.contains(&function.as_str()) {
+            match alias {
+                Some(alias) if alias.columns.is_empty() => {
+                    alias.columns = vec![TableAliasColumnDef::from_name(column)];
+                }
+                None => {
+                    *alias = Some(TableAlias {
+                        explicit: true,
+                        name: Ident::new(function.clone()),
+                        columns: vec![TableAliasColumnDef::from_name(function)],
+                        at: None,
+                    });
+                }
+                Some(_) => {}
+            }
+            return ControlFlow::Continue(());
+        }
+        let is_table_function = self.state.table_functions().contains_key(&function);
+        if is_table_function || !self.state.scalar_functions().contains_key(&function) {
+            return ControlFlow::Continue(());
+        }
+        let args: Vec<String> = args.args.iter().map(|a| a.to_string()).collect();
+        let quoted = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
+        let sql = format!(
+            "SELECT * FROM (SELECT {function}({}) AS {col}) AS {col}",
+            args.join(", "),
+            col = quoted(&column)
+        );
+        if let Some(derived) = first_relation(&sql) {
+            *factor = derived;
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        // `SELECT user` is a column named `user`, as in Postgres.
+        if let SetExpr::Select(select) = query.body.as_mut() {
+            for item in select.projection.iter_mut() {
+                if let SelectItem::UnnamedExpr(expr) = item {
+                    if is_user(expr) {
+                        *item = SelectItem::ExprWithAlias {
+                            expr: expr.clone(),
+                            alias: Ident::with_quote('"', "user"),
+                        };
+                    }
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if is_user(expr) {
+            // What `current_user` is by now (Eddy has one role: the session's).
+            if let Some(current_user) = crate::catalog_rewrites::parse("session_user()") {
+                *expr = current_user;
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// `user`, which sqlparser reads as a call without parentheses.
+fn is_user(expr: &Expr) -> bool {
+    matches!(expr, Expr::Function(f)
+        if f.args == FunctionArguments::None && f.name.to_string().eq_ignore_ascii_case("user"))
+}
+
+/// The first relation in the FROM of a `SELECT` written out.
+fn first_relation(sql: &str) -> Option<TableFactor> {
+    let statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).ok()?.pop()?;
+    let Statement::Query(query) = statement else {
+        return None;
+    };
+    let SetExpr::Select(select) = *query.body else {
+        return None;
+    };
+    select.from.into_iter().next().map(|from| from.relation)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::execution::context::SessionContext;
+
+    fn rewritten(sql: &str) -> String {
+        let state = SessionContext::new().state();
+        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql)
+            .unwrap()
+            .remove(0);
+        apply(&mut statement, &state);
+        statement.to_string()
+    }
+
+    #[test]
+    fn functions_in_from_are_named_as_in_postgres() {
+        assert_eq!(
+            rewritten("SELECT s[i] FROM generate_series(1, 2) AS i, string_to_array('a,b', ',') s"),
+            "SELECT s[i] FROM generate_series(1, 2) AS i (i), (SELECT string_to_array('a,b', ',') AS \"s\") AS \"s\""
+        );
+        assert_eq!(
+            rewritten("SELECT * FROM generate_series(1, 2)"),
+            "SELECT * FROM generate_series(1, 2) AS generate_series (generate_series)"
+        );
+        // Column aliases given, a table, `"user"` quoted: as they are.
+        let kept = "SELECT \"user\" FROM generate_series(1, 2) AS g (n), t";
+        assert_eq!(rewritten(kept), kept);
+        assert_eq!(rewritten("SELECT user"), "SELECT session_user AS \"user\"");
+    }
+}
