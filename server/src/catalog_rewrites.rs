@@ -73,6 +73,7 @@ pub(crate) fn apply(statement: &mut Statement) {
     vectors_as_text(statement);
     crate::pg_regtype::apply(statement);
     crate::pg_domain_base::apply(statement);
+    crate::in_subqueries::apply(statement);
     crate::system_columns::apply(statement);
 }
 

@@ -2,7 +2,8 @@
 //! `FROM generate_series(...) AS i, string_to_array(...) s`, then `s[i]`):
 //!
 //! - A table function of one column, `generate_series` or `range`, names its column after the
-//!   alias (`AS i` gives `i`, no alias gives `generate_series`); DataFusion calls it `value`.
+//!   alias (`AS i` gives `i`); DataFusion calls it `value`, which it stays without an alias
+//!   (Postgres would name it `generate_series`; Eddy's queries have long read `value`).
 //! - A scalar function in FROM is a one-row table whose column is named after the alias
 //!   (`string_to_array(...) s` gives `s`); DataFusion takes only table functions there, so it
 //!   becomes `(SELECT f(...) AS s) AS s`.
@@ -13,8 +14,8 @@ use std::ops::ControlFlow;
 
 use datafusion::execution::session_state::SessionState;
 use datafusion::sql::sqlparser::ast::{
-    Expr, FunctionArguments, Ident, Query, SelectItem, SetExpr, Statement, TableAlias,
-    TableAliasColumnDef, TableFactor, VisitMut, VisitorMut,
+    Expr, FunctionArguments, Ident, Query, SelectItem, SetExpr, Statement, TableAliasColumnDef,
+    TableFactor, VisitMut, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -52,19 +53,8 @@ impl VisitorMut for FromFunctions<'_> {
             .as_ref()
             .map_or_else(|| function.clone(), |a| a.name.value.clone());
         if ONE_COLUMN_TABLE_FUNCTIONS.contains(&function.as_str()) {
-            match alias {
-                Some(alias) if alias.columns.is_empty() => {
-                    alias.columns = vec![TableAliasColumnDef::from_name(column)];
-                }
-                None => {
-                    *alias = Some(TableAlias {
-                        explicit: true,
-                        name: Ident::new(function.clone()),
-                        columns: vec![TableAliasColumnDef::from_name(function)],
-                        at: None,
-                    });
-                }
-                Some(_) => {}
+            if let Some(alias) = alias.as_mut().filter(|a| a.columns.is_empty()) {
+                alias.columns = vec![TableAliasColumnDef::from_name(column)];
             }
             return ControlFlow::Continue(());
         }
@@ -151,10 +141,8 @@ mod tests {
             rewritten("SELECT s[i] FROM generate_series(1, 2) AS i, string_to_array('a,b', ',') s"),
             "SELECT s[i] FROM generate_series(1, 2) AS i (i), (SELECT string_to_array('a,b', ',') AS \"s\") AS \"s\""
         );
-        assert_eq!(
-            rewritten("SELECT * FROM generate_series(1, 2)"),
-            "SELECT * FROM generate_series(1, 2) AS generate_series (generate_series)"
-        );
+        let unnamed = "SELECT value FROM generate_series(1, 2)";
+        assert_eq!(rewritten(unnamed), unnamed);
         // Column aliases given, a table, `"user"` quoted: as they are.
         let kept = "SELECT \"user\" FROM generate_series(1, 2) AS g (n), t";
         assert_eq!(rewritten(kept), kept);

@@ -61,6 +61,7 @@ pub mod frame;
 pub mod from_functions;
 pub mod function_caps;
 pub mod handler;
+pub mod in_subqueries;
 pub mod indexes;
 pub mod information_schema;
 pub mod key_ranges;

@@ -45,6 +45,9 @@ SELECT to_char(TIMESTAMP '2026-03-05 14:07:09.123456', 'YYYY-MM-DD HH24:MI:SS.MS
 SELECT to_char(TIMESTAMP '2026-03-05 00:30:00', 'HH12:MI AM "day" DDD Q IW') AS a, to_char(TIMESTAMP '2026-03-05 14:07:09', 'Month|MON|day') AS b
 -- Functions in FROM: one column, named after the alias (or the function).
 SELECT i FROM generate_series(CAST(1 AS BIGINT), CAST(3 AS BIGINT)) AS i ORDER BY i
-SELECT * FROM generate_series(CAST(1 AS BIGINT), CAST(2 AS BIGINT)) ORDER BY 1
+SELECT * FROM generate_series(CAST(1 AS BIGINT), CAST(2 AS BIGINT)) AS g ORDER BY 1
 SELECT s, s[2] AS second FROM string_to_array('a,b', ',') s
 SELECT trim(s[i]) AS part FROM generate_series(CAST(1 AS BIGINT), CAST(2 AS BIGINT)) AS i, string_to_array('x, y', ',') s ORDER BY i
+-- IN (subquery) in a select list, with Postgres' three-valued answer.
+SELECT 1 IN (SELECT 1) AS a, 2 IN (SELECT 1) AS b, CAST(NULL AS INT) IN (SELECT 1) AS c, 1 IN (SELECT 1 WHERE false) AS d, 2 IN (SELECT CAST(NULL AS INT) UNION ALL SELECT 1) AS e, 2 NOT IN (SELECT 1) AS f, 1 NOT IN (SELECT CAST(NULL AS INT)) AS g
+SELECT CASE WHEN 'public' IN (SELECT trim(s[i]) FROM generate_series(CAST(1 AS BIGINT), CAST(2 AS BIGINT)) AS i, string_to_array('a, public', ',') s) THEN 'in' ELSE 'out' END AS x
