@@ -434,6 +434,16 @@ fn exists_in_select_list(statement: &mut Statement) {
     }
 }
 
+/// `sql` parsed, given to `rewrite`, and written out again: the rewrites' tests.
+#[cfg(test)]
+pub(crate) fn rewritten_by(sql: &str, rewrite: impl FnOnce(&mut Statement)) -> String {
+    let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql)
+        .unwrap()
+        .remove(0);
+    rewrite(&mut statement);
+    statement.to_string()
+}
+
 /// One SQL expression, parsed as Postgres writes it.
 pub(crate) fn parse(sql: &str) -> Option<Expr> {
     Parser::new(&PostgreSqlDialect {})

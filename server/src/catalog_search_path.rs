@@ -77,15 +77,9 @@ fn qualify_regclass_names(statement: &mut Statement) {
 
 #[cfg(test)]
 mod tests {
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-    use datafusion::sql::sqlparser::parser::Parser;
 
     fn rewritten(sql: &str) -> String {
-        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql)
-            .unwrap()
-            .remove(0);
-        super::apply(&mut statement);
-        statement.to_string()
+        crate::catalog_rewrites::rewritten_by(sql, super::apply)
     }
 
     #[test]

@@ -96,16 +96,10 @@ fn null_subqueries(select: &mut Select) {
 
 #[cfg(test)]
 mod tests {
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-    use datafusion::sql::sqlparser::parser::Parser;
     use datafusion_pg_catalog::pg_catalog::PgCatalogStaticTables;
 
     fn rewritten(sql: &str) -> String {
-        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql)
-            .unwrap()
-            .remove(0);
-        super::apply(&mut statement);
-        statement.to_string()
+        crate::catalog_rewrites::rewritten_by(sql, super::apply)
     }
 
     #[test]

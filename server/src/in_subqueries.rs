@@ -99,15 +99,9 @@ fn rewrite(expr: &mut Expr) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-    use datafusion::sql::sqlparser::parser::Parser;
 
     fn rewritten(sql: &str) -> String {
-        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql)
-            .unwrap()
-            .remove(0);
-        apply(&mut statement);
-        statement.to_string()
+        crate::catalog_rewrites::rewritten_by(sql, apply)
     }
 
     #[test]

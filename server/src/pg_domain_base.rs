@@ -175,17 +175,11 @@ pub(crate) fn domain_base_type(oids: &ArrayRef, rows: usize) -> Result<ArrayRef>
 
 #[cfg(test)]
 mod tests {
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-    use datafusion::sql::sqlparser::parser::Parser;
 
     use super::*;
 
     fn rewritten(sql: &str) -> String {
-        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql)
-            .unwrap()
-            .remove(0);
-        apply(&mut statement);
-        statement.to_string()
+        crate::catalog_rewrites::rewritten_by(sql, apply)
     }
 
     #[test]
