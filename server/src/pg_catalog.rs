@@ -396,52 +396,51 @@ impl DerivedTable {
         Ok(oids)
     }
 
-    /// The crate's OID of each catalog relation, with Postgres' OID for it.
-    async fn catalog_oids(&self, state: &dyn Session) -> Result<HashMap<i32, i32>> {
-        let schemas = self.namespaces(state).await?;
-        let mut oids = HashMap::new();
-        let Some(classes) = self.catalog.table("pg_class").await? else {
-            return Ok(oids);
-        };
-        let plan = classes.scan(state, None, &[], None).await?;
-        for batch in collect(plan, state.task_ctx()).await? {
-            let names = column(&batch, "relname")?.as_string::<i32>();
-            let namespaces = column(&batch, "relnamespace")?.as_primitive::<Int32Type>();
-            let crate_oids = column(&batch, "oid")?.as_primitive::<Int32Type>();
-            for i in 0..batch.num_rows() {
-                let schema = schemas.get(&namespaces.value(i)).map_or("", String::as_str);
-                if let Some(oid) = postgres_oid(schema, names.value(i)) {
-                    oids.insert(crate_oids.value(i), oid);
-                }
-            }
-        }
-        Ok(oids)
-    }
-
-    /// The schema of each of Eddy's relations, by the crate's oid for it.
-    async fn user_relation_schemas(&self, state: &dyn Session) -> Result<HashMap<i32, SchemaRef>> {
-        let mut relations = HashMap::new();
-        let (Some(db), Some(classes)) = (self.db.upgrade(), self.catalog.table("pg_class").await?)
-        else {
-            return Ok(relations);
+    /// Each relation of `pg_class`: the crate's OID for it, its schema and its name.
+    async fn classes(&self, state: &dyn Session) -> Result<Vec<(i32, String, String)>> {
+        let mut classes = Vec::new();
+        let Some(table) = self.catalog.table("pg_class").await? else {
+            return Ok(classes);
         };
         let schemas = self.namespaces(state).await?;
-        let plan = classes.scan(state, None, &[], None).await?;
+        let plan = table.scan(state, None, &[], None).await?;
         for batch in collect(plan, state.task_ctx()).await? {
             let names = column(&batch, "relname")?.as_string::<i32>();
             let namespaces = column(&batch, "relnamespace")?.as_primitive::<Int32Type>();
             let oids = column(&batch, "oid")?.as_primitive::<Int32Type>();
             for i in 0..batch.num_rows() {
-                if schemas.get(&namespaces.value(i)).map(String::as_str) != Some(SCHEMA) {
-                    continue;
-                }
-                let name = TableReference::bare(names.value(i).to_string());
-                if let Ok(table) = db.ctx.table_provider(name).await {
-                    relations.insert(oids.value(i), table.schema());
-                }
+                let schema = schemas
+                    .get(&namespaces.value(i))
+                    .cloned()
+                    .unwrap_or_default();
+                classes.push((oids.value(i), schema, names.value(i).to_string()));
             }
         }
-        Ok(relations)
+        Ok(classes)
+    }
+
+    /// The schema of each of Eddy's relations, by the crate's oid for it.
+    async fn user_relation_schemas(
+        &self,
+        classes: &[(i32, String, String)],
+    ) -> HashMap<i32, SchemaRef> {
+        let mut relations = HashMap::new();
+        let Some(db) = self.db.upgrade() else {
+            return relations;
+        };
+        for (oid, schema, name) in classes {
+            if schema != SCHEMA {
+                continue;
+            }
+            if let Ok(table) = db
+                .ctx
+                .table_provider(TableReference::bare(name.as_str()))
+                .await
+            {
+                relations.insert(*oid, table.schema());
+            }
+        }
+        relations
     }
 
     async fn rows(&self, state: &dyn Session) -> Result<Vec<RecordBatch>> {
@@ -455,8 +454,10 @@ impl DerivedTable {
             }
             Derived::Attributes => {
                 let (_, indexes) = self.indexes(state, &objects).await?;
-                let catalog_oids = self.catalog_oids(state).await?;
-                let relations = self.user_relation_schemas(state).await?;
+                // One read of pg_class for both.
+                let classes = self.classes(state).await?;
+                let catalog_oids = catalog_oids(&classes);
+                let relations = self.user_relation_schemas(&classes).await;
                 let mut batches = batches
                     .iter()
                     .map(|batch| {
@@ -713,6 +714,14 @@ fn postgres_oid(schema: &str, name: &str) -> Option<i32> {
 /// numbers them as `pg_class`'s rows before [`fix_relkind`]).
 /// No column has privileges of its own (`attacl` NULL: the crate's rows copy some of
 /// Postgres', which pg_dump would revoke).
+/// The crate's OID of each catalog relation among `classes`, with Postgres' OID for it.
+fn catalog_oids(classes: &[(i32, String, String)]) -> HashMap<i32, i32> {
+    classes
+        .iter()
+        .filter_map(|(oid, schema, name)| Some((*oid, postgres_oid(schema, name)?)))
+        .collect()
+}
+
 fn with_postgres_attrelids(
     batch: &RecordBatch,
     catalog_oids: &HashMap<i32, i32>,
