@@ -39,6 +39,9 @@ struct Cursor {
     pulled_rows: u64,
     /// The query has no rows left to pull.
     exhausted: bool,
+    /// The memory the rows a SCROLL cursor keeps may take (the query memory limit).
+    memory_limit: usize,
+    kept_bytes: usize,
     /// The current row (1-based; 0 before the first; rows + 1 after the last).
     position: u64,
     /// A forward-only cursor went past its last row.
@@ -101,6 +104,8 @@ pub async fn execute<C: ClientInfo>(
                     pulled: Vec::new(),
                     pulled_rows: 0,
                     exhausted: false,
+                    memory_limit: db.query_memory_limit(),
+                    kept_bytes: 0,
                     position: 0,
                     past_end: false,
                 };
@@ -256,6 +261,17 @@ impl Cursor {
             let Some(batch) = self.pull().await? else {
                 break;
             };
+            self.kept_bytes += batch.get_array_memory_size();
+            if self.kept_bytes > self.memory_limit {
+                return Err(ServerError::new(
+                    "53200",
+                    format!(
+                        "a SCROLL cursor keeps the rows it has read, and they passed the query \
+                         memory limit ({} bytes): read fewer rows, or use a cursor without SCROLL",
+                        self.memory_limit
+                    ),
+                ));
+            }
             self.pulled_rows += batch.num_rows() as u64;
             self.pulled.push(batch);
         }
@@ -330,11 +346,11 @@ impl Cursor {
             FetchCount::Absolute(n) if n >= 0 => self.one_row(n as u64).await,
             FetchCount::Absolute(n) => {
                 self.keep_to(u64::MAX).await?;
-                let target = self.pulled_rows as i64 + 1 + n;
+                let target = (self.pulled_rows as i64 + 1).saturating_add(n);
                 self.one_row(target.max(0) as u64).await
             }
             FetchCount::Relative(n) => {
-                let target = p as i64 + n;
+                let target = (p as i64).saturating_add(n);
                 self.one_row(target.max(0) as u64).await
             }
         }

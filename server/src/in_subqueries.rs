@@ -15,12 +15,18 @@ use crate::catalog_rewrites::parse;
 /// The column name the subquery's one column is given.
 const COLUMN: &str = "eddy_in_value";
 
+/// At most this many are rewritten in one statement: each copies its subquery three times, so
+/// nested ones would grow the statement as 3^depth (past it, DataFusion's error stands).
+const MOST_REWRITES: usize = 16;
+
 /// Rewrites the `IN (subquery)` of every select list of `statement`.
 pub(crate) fn apply(statement: &mut Statement) {
-    let _ = statement.visit(&mut SelectLists);
+    let _ = statement.visit(&mut SelectLists { rewrites: 0 });
 }
 
-struct SelectLists;
+struct SelectLists {
+    rewrites: usize,
+}
 
 impl VisitorMut for SelectLists {
     type Break = ();
@@ -30,7 +36,7 @@ impl VisitorMut for SelectLists {
             for item in select.projection.iter_mut() {
                 if let SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } = item
                 {
-                    rewrite(expr);
+                    rewrite(expr, &mut self.rewrites);
                 }
             }
         }
@@ -40,14 +46,18 @@ impl VisitorMut for SelectLists {
 
 /// Rewrites `expr` and the expressions it is made of (not those of its subqueries: they are
 /// queries of their own, visited as such).
-fn rewrite(expr: &mut Expr) {
+fn rewrite(expr: &mut Expr, rewrites: &mut usize) {
     match expr {
         Expr::InSubquery {
             expr: value,
             subquery,
             negated,
         } => {
-            rewrite(value);
+            rewrite(value, rewrites);
+            if *rewrites >= MOST_REWRITES {
+                return;
+            }
+            *rewrites += 1;
             let rows = format!("({subquery}) AS eddy_in ({COLUMN})");
             let answer = format!(
                 "CASE WHEN (SELECT count(*) FROM {rows}) = 0 THEN false \
@@ -66,15 +76,15 @@ fn rewrite(expr: &mut Expr) {
             }
         }
         Expr::BinaryOp { left, right, .. } => {
-            rewrite(left);
-            rewrite(right);
+            rewrite(left, rewrites);
+            rewrite(right, rewrites);
         }
         Expr::UnaryOp { expr, .. }
         | Expr::Nested(expr)
         | Expr::IsNull(expr)
         | Expr::IsNotNull(expr)
         | Expr::IsTrue(expr)
-        | Expr::IsFalse(expr) => rewrite(expr),
+        | Expr::IsFalse(expr) => rewrite(expr, rewrites),
         Expr::Case {
             operand,
             conditions,
@@ -82,14 +92,14 @@ fn rewrite(expr: &mut Expr) {
             ..
         } => {
             if let Some(operand) = operand {
-                rewrite(operand);
+                rewrite(operand, rewrites);
             }
             for when in conditions.iter_mut() {
-                rewrite(&mut when.condition);
-                rewrite(&mut when.result);
+                rewrite(&mut when.condition, rewrites);
+                rewrite(&mut when.result, rewrites);
             }
             if let Some(else_result) = else_result {
-                rewrite(else_result);
+                rewrite(else_result, rewrites);
             }
         }
         _ => {}
@@ -109,6 +119,13 @@ mod tests {
         let sql = rewritten("SELECT CASE WHEN a IN (SELECT b FROM t) THEN 1 END FROM u");
         assert!(sql.contains("array_has((SELECT array_agg(eddy_in_value) FROM (SELECT b FROM t) AS eddy_in (eddy_in_value)), (a))"), "{sql}");
         assert!(!sql.contains(" IN (SELECT"), "{sql}");
+        // Nested ones stop growing the statement past a bound.
+        let mut nested = "SELECT 1".to_string();
+        for _ in 0..12 {
+            nested = format!("SELECT 1 IN ({nested})");
+        }
+        let sql = rewritten(&nested);
+        assert!(sql.len() < 1_000_000, "{}", sql.len());
         // In a filter, DataFusion takes it as it is.
         let filter = "SELECT a FROM u WHERE a IN (SELECT b FROM t)";
         assert_eq!(rewritten(filter), filter);

@@ -129,6 +129,37 @@ async fn a_query_over_its_memory_gets_53200() {
         .await
         .unwrap();
     assert_eq!(sorted.get::<_, i64>(0), 3_000_000);
+    // A SCROLL cursor keeps the rows it reads: past the limit, 53200, and the cursor's
+    // connection goes on; a count past any position is the end, not an overflow.
+    client.batch_execute("BEGIN").await.unwrap();
+    client
+        .batch_execute(
+            "DECLARE big SCROLL CURSOR FOR SELECT value FROM generate_series(1, 20000000)",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        code_of(&client, "FETCH LAST FROM big").await.as_deref(),
+        Some("53200")
+    );
+    client.batch_execute("ROLLBACK").await.unwrap();
+    client.batch_execute("BEGIN").await.unwrap();
+    client
+        .batch_execute(
+            "DECLARE small SCROLL CURSOR FOR SELECT value FROM generate_series(1, 3); \
+             FETCH 2 FROM small",
+        )
+        .await
+        .unwrap();
+    let past = client
+        .simple_query("FETCH RELATIVE 9223372036854775807 FROM small")
+        .await
+        .unwrap();
+    assert!(!past
+        .iter()
+        .any(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(_))));
+    client.batch_execute("ROLLBACK").await.unwrap();
+    still_answers(&client).await;
     assert!(eddy.is_running());
     assert_no_panic(&eddy);
 }
