@@ -27,7 +27,7 @@ use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 /// Where a name given here to keep select-list names unique begins its suffix.
-const NAME_MARK: char = '\u{1}';
+pub(crate) const NAME_MARK: char = '\u{1}';
 
 /// Catalog columns of type `regproc`, which the crate holds as the function's name.
 const REGPROC_COLUMNS: &[&str] = &[

@@ -140,6 +140,7 @@ impl Database {
         ));
         crate::function_caps::install(&ctx, query_memory_limit.clone())?;
         crate::operator_types::install(&ctx);
+        crate::checked_arithmetic::install(&ctx);
         let catalog = ctx
             .catalog(DATABASE)
             .ok_or_else(|| ServerError::internal("default catalog missing"))?;
@@ -470,6 +471,7 @@ impl Database {
             .statement_to_plan(DfStatement::Statement(Box::new(statement)))
             .await?;
         let plan = crate::decimal_literals::rescale_exponent_literals(plan)?;
+        let plan = crate::int_literals::narrow_integer_literals(plan)?;
         let plan = crate::pg_casts::as_postgres_casts(plan)?;
         let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(create)) = plan else {
             return Err(ServerError::not_supported("this form of CREATE TABLE"));
@@ -609,13 +611,22 @@ impl Database {
     ) -> Result<LogicalPlan> {
         let state = self.ctx.state();
         let mut statement = statement.clone();
+        let output_names = match &statement {
+            Statement::Query(query) => crate::output_names::postgres_output_names(query),
+            _ => None,
+        };
         crate::from_functions::apply(&mut statement, &state);
         let plan = state
             .statement_to_plan(DfStatement::Statement(Box::new(statement)))
             .await?;
         let plan = crate::decimal_literals::rescale_exponent_literals(plan)?;
+        let plan = crate::int_literals::narrow_integer_literals(plan)?;
         let plan = crate::pg_casts::as_postgres_casts(plan)?;
         let plan = crate::oid_markings::mark_case_results(plan)?;
+        let plan = match output_names {
+            Some(names) => crate::output_names::with_output_names(plan, &names)?,
+            None => plan,
+        };
         Ok(match params {
             Some(params) => plan.with_param_values(params)?,
             None => plan,

@@ -8,7 +8,8 @@
 //!   (`string_to_array(...) s` gives `s`); DataFusion takes only table functions there, so it
 //!   becomes `(SELECT f(...) AS s) AS s`.
 //!
-//! Also `user` (a keyword in Postgres, never a column unless quoted) is `current_user`.
+//! Also `user` and `current_role` (keywords in Postgres, never columns unless quoted) are
+//! `current_user`.
 
 use std::ops::ControlFlow;
 
@@ -76,16 +77,21 @@ impl VisitorMut for FromFunctions<'_> {
     }
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        // `SELECT user` is a column named `user`, as in Postgres.
+        // `SELECT user` is a column named `user`, as in Postgres (and `current_role` likewise).
         if let SetExpr::Select(select) = query.body.as_mut() {
             for item in select.projection.iter_mut() {
                 if let SelectItem::UnnamedExpr(expr) = item {
-                    if is_user(expr) {
-                        *item = SelectItem::ExprWithAlias {
-                            expr: expr.clone(),
-                            alias: Ident::with_quote('"', "user"),
-                        };
-                    }
+                    let name = if is_user(expr) {
+                        "user"
+                    } else if is_current_role(expr) {
+                        "current_role"
+                    } else {
+                        continue;
+                    };
+                    *item = SelectItem::ExprWithAlias {
+                        expr: expr.clone(),
+                        alias: Ident::with_quote('"', name),
+                    };
                 }
             }
         }
@@ -93,7 +99,7 @@ impl VisitorMut for FromFunctions<'_> {
     }
 
     fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
-        if is_user(expr) {
+        if is_user(expr) || is_current_role(expr) {
             // What `current_user` is by now (Eddy has one role: the session's).
             if let Some(current_user) = crate::catalog_rewrites::parse("session_user()") {
                 *expr = current_user;
@@ -107,6 +113,12 @@ impl VisitorMut for FromFunctions<'_> {
 fn is_user(expr: &Expr) -> bool {
     matches!(expr, Expr::Function(f)
         if f.args == FunctionArguments::None && f.name.to_string().eq_ignore_ascii_case("user"))
+}
+
+/// `current_role`, which sqlparser reads as a column name (a keyword in Postgres).
+fn is_current_role(expr: &Expr) -> bool {
+    matches!(expr, Expr::Identifier(ident)
+        if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("current_role"))
 }
 
 /// The first relation in the FROM of a `SELECT` written out.

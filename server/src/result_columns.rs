@@ -25,7 +25,11 @@ pub fn pg_fields(
         .zip(schema.fields())
         .enumerate()
         .map(|(index, (info, field))| {
-            match marked_array_type(field).or_else(|| crate::pg_column_types::marked_type(field)) {
+            let pg_type = marked_array_type(field)
+                .or_else(|| crate::pg_column_types::marked_type(field))
+                // A bare NULL: Postgres resolves an unknown-typed select-list item as text.
+                .or_else(|| (field.data_type() == &DataType::Null).then_some(Type::TEXT));
+            match pg_type {
                 Some(pg_type) => {
                     let info = FieldInfo::new(
                         info.name().to_string(),

@@ -57,6 +57,10 @@ fn rewrite_client_forms(parsed: ParsedStatement) -> ParsedStatement {
             }
         }
     };
+    let original_names = match statement.as_ref() {
+        Statement::Query(query) => crate::output_names::postgres_output_names(query),
+        _ => None,
+    };
     let mut statement = PARSER.with(|parser| match parser.parse(&parsed.sql) {
         // Reparsing applies the whole-query replacements too; keep Eddy's own parse if the
         // rewriter reads the text differently.
@@ -77,6 +81,9 @@ fn rewrite_client_forms(parsed: ParsedStatement) -> ParsedStatement {
     computed_regclass_casts(&mut statement);
     if parsed.sql.to_ascii_lowercase().contains("_pg_expandarray") {
         let _ = statement.visit(&mut ExpandArray);
+    }
+    if let Some(names) = original_names {
+        crate::output_names::keep_names(&mut statement, &names);
     }
     ParsedStatement {
         sql: parsed.sql,
