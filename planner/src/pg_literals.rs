@@ -5,7 +5,10 @@
 //!   `'1 year 2 mons'`) in the unit words arrow parses;
 //! - `'\xdeadbeef'::bytea`: the bytes the hex stands for (arrow would keep the ten characters);
 //! - `1e15::float8`: a float parsed from the digits, not a decimal cast to a float (which
-//!   rounds).
+//!   rounds);
+//! - `EXTRACT(field FROM x)` as `pg_extract('field', x)`: Postgres' `numeric` with the
+//!   fraction of a second (DataFusion's `date_part` drops it), a function the server
+//!   registers.
 
 use std::ops::ControlFlow;
 
@@ -38,6 +41,14 @@ fn string_value(value: &ValueWithSpan) -> Option<&str> {
 
 fn normalize_expr(expr: &mut Expr) {
     match expr {
+        Expr::Extract {
+            field, expr: from, ..
+        } => {
+            let field = field.to_string().to_ascii_lowercase().replace('\'', "''");
+            if let Some(call) = parse_expr(&format!("pg_extract('{field}', {from})")) {
+                *expr = call;
+            }
+        }
         Expr::Interval(interval) if interval.leading_field.is_none() => {
             if let Expr::Value(value) = interval.value.as_mut() {
                 if let Some(text) = string_value(value).and_then(interval_words) {
@@ -90,15 +101,19 @@ fn normalize_expr(expr: &mut Expr) {
 
 fn hex_decode(hex: &str) -> datafusion::sql::sqlparser::ast::Function {
     let sql = format!("decode('{}', 'hex')", hex.replace('\'', "''"));
-    let parsed = datafusion::sql::sqlparser::parser::Parser::new(
-        &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
-    )
-    .try_with_sql(&sql)
-    .and_then(|mut parser| parser.parse_expr());
-    match parsed {
-        Ok(Expr::Function(function)) => function,
+    match parse_expr(&sql) {
+        Some(Expr::Function(function)) => function,
         _ => unreachable!("decode(...) parses as a function call"),
     }
+}
+
+fn parse_expr(sql: &str) -> Option<Expr> {
+    datafusion::sql::sqlparser::parser::Parser::new(
+        &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
+    )
+    .try_with_sql(sql)
+    .and_then(|mut parser| parser.parse_expr())
+    .ok()
 }
 
 /// Postgres' interval text in arrow's unit words: `02:03:04` becomes

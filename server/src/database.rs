@@ -141,6 +141,8 @@ impl Database {
         crate::function_caps::install(&ctx, query_memory_limit.clone())?;
         crate::operator_types::install(&ctx);
         crate::checked_arithmetic::install(&ctx);
+        crate::pg_extract::install(&ctx);
+        crate::interval_input::install(&ctx);
         let catalog = ctx
             .catalog(DATABASE)
             .ok_or_else(|| ServerError::internal("default catalog missing"))?;
@@ -472,6 +474,7 @@ impl Database {
             .await?;
         let plan = crate::decimal_literals::rescale_exponent_literals(plan)?;
         let plan = crate::int_literals::narrow_integer_literals(plan)?;
+        let plan = crate::interval_input::type_text_compared_with_intervals(plan)?;
         let plan = crate::pg_casts::as_postgres_casts(plan)?;
         let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(create)) = plan else {
             return Err(ServerError::not_supported("this form of CREATE TABLE"));
@@ -621,6 +624,7 @@ impl Database {
             .await?;
         let plan = crate::decimal_literals::rescale_exponent_literals(plan)?;
         let plan = crate::int_literals::narrow_integer_literals(plan)?;
+        let plan = crate::interval_input::type_text_compared_with_intervals(plan)?;
         let plan = crate::pg_casts::as_postgres_casts(plan)?;
         let plan = crate::oid_markings::mark_case_results(plan)?;
         let plan = match output_names {

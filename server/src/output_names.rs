@@ -147,6 +147,8 @@ fn figure_name(expr: &Expr) -> Option<String> {
         Expr::TypedString(typed) => Some(type_name(&typed.data_type)),
         Expr::Interval(_) => Some("interval".into()),
         Expr::Function(function) => function.name.0.last().map(|part| match part {
+            // `EXTRACT(...)`, as the planner writes it when parsing.
+            ObjectNamePart::Identifier(ident) if ident.value == "pg_extract" => "extract".into(),
             ObjectNamePart::Identifier(ident) => ident_name(ident),
             other => other.to_string(),
         }),

@@ -67,6 +67,7 @@ pub fn install(db: &Arc<Database>) -> Result<(), ServerError> {
         "information_schema",
         Arc::new(InformationSchema::new(catalogs, Arc::downgrade(db))),
     )?;
+    drop_shadowed_functions(&db.ctx);
     let state = db.ctx.state_ref();
     let existing = state.read().clone();
     let mut new_state = SessionStateBuilder::new_from_existing(existing)
@@ -79,6 +80,37 @@ pub fn install(db: &Arc<Database>) -> Result<(), ServerError> {
         .information_schema = false;
     *state.write() = new_state;
     Ok(())
+}
+
+/// Removes each function name that still leads to a DataFusion function Eddy replaced under
+/// another of its names (`datepart`, an alias of DataFusion's `date_part`, after Eddy's
+/// `date_part` took that name). Every state built from this one registers the functions it
+/// finds again, names and aliases, in a random order: a stale alias would bring the replaced
+/// function back under its name in some runs.
+fn drop_shadowed_functions(ctx: &datafusion::prelude::SessionContext) {
+    use datafusion::execution::FunctionRegistry;
+    let functions = ctx.state().scalar_functions().clone();
+    let current = |name: &str| functions.get(name).cloned();
+    let stale: Vec<String> = functions
+        .iter()
+        .filter(|(_, udf)| current(udf.name()).is_none_or(|now| !Arc::ptr_eq(&now, udf)))
+        .map(|(key, _)| key.clone())
+        .collect();
+    if stale.is_empty() {
+        return;
+    }
+    let state = ctx.state_ref();
+    let mut state = state.write();
+    for key in &stale {
+        // Removes the replaced function's other aliases too.
+        let _ = state.deregister_udf(key);
+    }
+    // Put back what those aliases may have shared with the functions in place.
+    for (key, udf) in &functions {
+        if !stale.contains(key) && state.scalar_functions().get(key).is_none() {
+            let _ = state.register_udf(udf.clone());
+        }
+    }
 }
 
 /// The one role `pg_roles` lists (psql's `\du`, JDBC's privileges): the owner every relation

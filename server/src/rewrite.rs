@@ -61,11 +61,16 @@ fn rewrite_client_forms(parsed: ParsedStatement) -> ParsedStatement {
         Statement::Query(query) => crate::output_names::postgres_output_names(query),
         _ => None,
     };
-    let mut statement = PARSER.with(|parser| match parser.parse(&parsed.sql) {
-        // Reparsing applies the whole-query replacements too; keep Eddy's own parse if the
-        // rewriter reads the text differently.
-        Ok(mut statements) if statements.len() == 1 => statements.remove(0),
-        _ => parser.rewrite(*statement),
+    let mut statement = PARSER.with(|parser| {
+        if !takes_whole_query_replacements(&parsed.sql) {
+            return parser.rewrite(*statement);
+        }
+        match parser.parse(&parsed.sql) {
+            // Reparsing applies the whole-query replacements too; keep Eddy's own parse if
+            // the rewriter reads the text differently.
+            Ok(mut statements) if statements.len() == 1 => statements.remove(0),
+            _ => parser.rewrite(*statement),
+        }
     });
     crate::catalog_search_path::apply(&mut statement);
     crate::catalog_rewrites::keeping_output_names(&mut statement, |statement| {
@@ -89,6 +94,19 @@ fn rewrite_client_forms(parsed: ParsedStatement) -> ParsedStatement {
         sql: parsed.sql,
         statement: EddyStatement::Sql(Box::new(statement)),
     }
+}
+
+/// Whether the crate's whole-query replacements suit `sql`. One does not: it replaces
+/// Grafana's search-path subquery (`string_to_array(current_setting('search_path'), ',')`)
+/// with `''`, for servers without `current_setting`; Eddy answers it, so that Grafana lists
+/// the tables on the search path unqualified, as against Postgres.
+fn takes_whole_query_replacements(sql: &str) -> bool {
+    let compact: String = sql
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect::<String>()
+        .to_ascii_lowercase();
+    !compact.contains("string_to_array(current_setting('search_path'),',')")
 }
 
 /// DataFusion plans a correlated scalar subquery only when it is aggregated and its WHERE

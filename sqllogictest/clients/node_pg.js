@@ -36,6 +36,14 @@ async function main() {
   assert.deepEqual(typed.rows, [{ i: 42, d: 2.5, b: true, t: "x" }]);
   console.log("ok: pg: typed parameters and results");
 
+  // An integer literal is an int4, which pg reads as a number (an int8 would be a string);
+  // unnamed columns are named as Postgres names them.
+  const literals = await client.query("SELECT 1, 2 + 3, 5000000000 AS big, 1::int, CASE WHEN true THEN 1 END");
+  assert.deepEqual(literals.fields.map((f) => f.name), ["?column?", "?column?", "big", "int4", "case"]);
+  assert.deepEqual(literals.rows[0], { "?column?": 5, big: "5000000000", int4: 1, case: 1 });
+  assert.deepEqual(literals.fields.map((f) => f.dataTypeID), [23, 23, 20, 23, 23]);
+  console.log("ok: pg: integer literals are int4 and unnamed columns are named as in Postgres");
+
   await assert.rejects(client.query("SELECT * FROM nowhere WHERE id = $1", [1]),
                        (e) => e.code === "42P01");
   console.log("ok: pg: a missing table fails with 42P01");

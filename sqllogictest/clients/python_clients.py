@@ -12,6 +12,7 @@ import sys
 import asyncpg
 import pandas
 import psycopg
+import psycopg.rows
 from pgcli.pgexecute import PGExecute
 import psycopg2
 import sqlalchemy
@@ -69,6 +70,19 @@ def psycopg_with_parameters():
                 cur.execute(all_types)
                 check(f"psycopg: every type ({'binary' if binary else 'text'})",
                       cur.fetchone(), expected)
+        # Columns by name, as Postgres names unnamed ones; integer literals are int4.
+        with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+            cur.execute("SELECT sensor + 1, count(*), upper(site), EXISTS (SELECT 1), 7"
+                        " FROM readings WHERE sensor = 1 GROUP BY sensor, site")
+            check("psycopg: unnamed columns as Postgres names them", cur.fetchone(),
+                  {"?column?": 7, "count": 1, "upper": "NORTH", "exists": True})
+            check("psycopg: types of an int column + 1 and of a literal",
+                  [d.type_code for d in cur.description], [23, 20, 25, 16, 23])
+        try:
+            conn.execute("SELECT 2147483647 + 1")
+            sys.exit("psycopg: integer overflow raised nothing")
+        except psycopg.errors.NumericValueOutOfRange:
+            print("ok: psycopg: integer overflow raises NumericValueOutOfRange")
         try:
             conn.execute("SELECT * FROM no_such_table")
             sys.exit("psycopg: a missing table raised nothing")

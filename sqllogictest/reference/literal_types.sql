@@ -45,3 +45,8 @@ SELECT 1 AS one, 2 AS "Two", 3 four
 SELECT 10 / 0
 SELECT 10 % 0
 SELECT sum(x) FROM (VALUES (2147483647), (1)) AS v(x)
+-- Interval text in Postgres' forms, where it is read at run time.
+CREATE TABLE iv (i INTERVAL, s TEXT)
+INSERT INTO iv VALUES ('1 day 02:03:04.5', '1 mon 2 days'), ('-1.5 seconds', '00:00:01'), ('1 year 2 mons 3 days 04:05:06', NULL)
+SELECT i, s::interval FROM iv ORDER BY i
+SELECT count(*) FROM iv WHERE i > '1 day 00:00:00'

@@ -312,7 +312,7 @@ async fn every_type_in_text_and_binary_results() {
     );
     assert_eq!(row.get::<_, Vec<u8>>("by"), vec![0xde, 0xad, 0xbe, 0xef]);
     assert_eq!(row.get::<_, JsonbText>("j").0, "{\"a\": 1}");
-    assert_eq!(row.get::<_, Vec<i64>>("ai"), vec![1, 2, 3]);
+    assert_eq!(row.get::<_, Vec<i32>>("ai"), vec![1, 2, 3]);
     assert_eq!(row.get::<_, Vec<String>>("at"), vec!["a", "b c"]);
     let types: Vec<&str> = row.columns().iter().map(|c| c.type_().name()).collect();
     assert_eq!(
@@ -334,7 +334,7 @@ async fn every_type_in_text_and_binary_results() {
             "interval",
             "bytea",
             "jsonb",
-            "_int8",
+            "_int4",
             "_text",
         ]
     );
