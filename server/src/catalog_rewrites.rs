@@ -378,15 +378,7 @@ fn datafusion_name(expr: &Expr) -> String {
 
 /// Postgres' name for an unnamed select-list item.
 fn postgres_name(expr: &Expr) -> String {
-    match named_part(expr) {
-        Expr::Function(function) => function
-            .name
-            .0
-            .last()
-            .map(|n| n.to_string().to_ascii_lowercase())
-            .unwrap_or_else(|| "?column?".into()),
-        other => column_name(other).unwrap_or_else(|| "?column?".into()),
-    }
+    crate::output_names::figure_name(expr).unwrap_or_else(|| "?column?".into())
 }
 
 fn unique_output_names(statement: &mut Statement) {

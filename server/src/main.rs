@@ -116,7 +116,9 @@ fn main() -> anyhow::Result<()> {
         .thread_stack_size(WORKER_STACK_BYTES)
         .on_thread_park(allocator::return_idle_memory)
         .build()?
-        .block_on(serve())
+        // On a worker, not the main thread: restoring plans every view's SQL again, as deep
+        // as any statement, and the main thread has only the system's default stack.
+        .block_on(async { tokio::spawn(serve()).await? })
 }
 
 async fn serve() -> anyhow::Result<()> {

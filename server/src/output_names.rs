@@ -132,7 +132,7 @@ pub fn with_output_names(plan: LogicalPlan, names: &[Option<String>]) -> Result<
 }
 
 /// Postgres' name for a select-list expression, `None` for `?column?`.
-fn figure_name(expr: &Expr) -> Option<String> {
+pub(crate) fn figure_name(expr: &Expr) -> Option<String> {
     match expr {
         Expr::Identifier(ident) => Some(ident_name(ident)),
         Expr::CompoundIdentifier(parts) => parts.last().map(ident_name),
@@ -155,7 +155,8 @@ fn figure_name(expr: &Expr) -> Option<String> {
         Expr::Case { .. } => Some("case".into()),
         Expr::Array(_) => Some("array".into()),
         Expr::Tuple(_) => Some("row".into()),
-        Expr::Exists { .. } => Some("exists".into()),
+        // `NOT EXISTS` is an operator over it: `?column?`.
+        Expr::Exists { negated, .. } => (!negated).then(|| "exists".into()),
         Expr::Subquery(query) => match postgres_output_names(query)?.first()? {
             Some(name) if name != "?column?" => Some(name.clone()),
             Some(_) => None,
@@ -272,7 +273,7 @@ mod tests {
                  t.\"Mixed\", CASE WHEN a THEN 1 END, ARRAY[1], count(*), pg_catalog.now(), \
                  trim(x), ltrim(x), -a, a IS NULL, (a), interval '1 day', date '2020-01-01', \
                  '{1}'::int[], current_user, (SELECT max(x) FROM u), (SELECT 1 AS one), \
-                 EXISTS (SELECT 1), coalesce(a, 1), ROW(1, 2), '1'::timestamp with time zone \
+                 EXISTS (SELECT 1), NOT EXISTS (SELECT 1), coalesce(a, 1), ROW(1, 2), '1'::timestamp with time zone \
                  FROM t"
             ),
             named(&[
@@ -301,6 +302,7 @@ mod tests {
                 "max",
                 "one",
                 "exists",
+                "?column?",
                 "coalesce",
                 "row",
                 "timestamptz",

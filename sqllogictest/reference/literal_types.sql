@@ -32,7 +32,7 @@ SELECT upper(s), length(s), s || 'y', s IS NULL, a > 0, NOT (a > 0) FROM lt ORDE
 SELECT 1::int, '2'::bigint, 3::smallint, 4::numeric, '5'::text, 6::float8, 7::real, '8'::varchar
 SELECT CAST(1 AS INTEGER), CAST(a AS BIGINT), CAST(s AS VARCHAR(3)) FROM lt ORDER BY a
 SELECT true, false, NULL, 'str', 1.5, -a FROM lt ORDER BY a
-SELECT ARRAY[a, 1], (SELECT max(a) FROM lt), EXISTS (SELECT 1 FROM lt), ROW(1, 2) FROM lt ORDER BY a
+SELECT ARRAY[a, 1], (SELECT max(a) FROM lt), EXISTS (SELECT 1 FROM lt), NOT EXISTS (SELECT 1 FROM lt), ROW(1, 2) FROM lt ORDER BY a
 SELECT trim(' x '), ltrim(' x'), rtrim('x '), substring('abc' FROM 2), position('b' IN 'abc')
 SELECT DATE '2026-01-02', INTERVAL '1 day', TIMESTAMP '2026-01-02 03:04:05', '2026-01-02'::date
 SELECT current_user::text, session_user::text, user::text, current_role::text, current_schema::text
