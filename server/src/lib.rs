@@ -77,6 +77,7 @@ pub mod output_names;
 pub mod parameters;
 pub mod pg_casts;
 pub mod pg_catalog;
+pub mod pg_catalog_derived;
 pub mod pg_catalog_oids;
 pub mod pg_column_types;
 pub mod pg_domain_base;
