@@ -8,7 +8,9 @@
 //!   rounds);
 //! - `EXTRACT(field FROM x)` as `pg_extract('field', x)`: Postgres' `numeric` with the
 //!   fraction of a second (DataFusion's `date_part` drops it), a function the server
-//!   registers.
+//!   registers;
+//! - `x AT TIME ZONE zone` as `timezone(zone, x)`, Postgres' function (DataFusion's cast
+//!   only relabels the zone), which the server registers too.
 
 use std::ops::ControlFlow;
 
@@ -46,6 +48,14 @@ fn normalize_expr(expr: &mut Expr) {
         } => {
             let field = field.to_string().to_ascii_lowercase().replace('\'', "''");
             if let Some(call) = parse_expr(&format!("pg_extract('{field}', {from})")) {
+                *expr = call;
+            }
+        }
+        Expr::AtTimeZone {
+            timestamp,
+            time_zone,
+        } => {
+            if let Some(call) = parse_expr(&format!("timezone({time_zone}, {timestamp})")) {
                 *expr = call;
             }
         }

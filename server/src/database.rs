@@ -143,6 +143,7 @@ impl Database {
         crate::checked_arithmetic::install(&ctx);
         crate::pg_extract::install(&ctx);
         crate::interval_input::install(&ctx);
+        crate::session_time_zone::install(&ctx);
         let catalog = ctx
             .catalog(DATABASE)
             .ok_or_else(|| ServerError::internal("default catalog missing"))?;

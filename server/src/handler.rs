@@ -29,7 +29,7 @@ use crate::auth::Authentication;
 use crate::database::{Database, Outcome};
 use crate::error::ServerError;
 use crate::rewrite::rewrite_for_datafusion;
-use crate::{copy, cursors, pg_encoding, protocol_statements, session};
+use crate::{copy, cursors, pg_encoding, protocol_statements, session, session_time_zone};
 
 /// What `Parse` produces: the statement, and what Describe needs to know about it.
 #[derive(Clone, Debug)]
@@ -131,7 +131,9 @@ impl EddyHandler {
                 };
             }
             if cursors::is_cursor_statement(statement) {
-                return match cursors::execute(&self.db, client, statement).await {
+                let zone = session::setting(client.metadata(), "timezone");
+                let declared = cursors::execute(&self.db, client, statement);
+                return match session_time_zone::within(zone, declared).await {
                     Ok(outcome) => to_response(
                         outcome,
                         format,
@@ -153,7 +155,9 @@ impl EddyHandler {
                 };
             }
             if matches!(statement.as_ref(), Statement::Copy { .. }) {
-                return match copy::copy_out(&self.db, statement, client.metadata()).await {
+                let zone = session::setting(client.metadata(), "timezone");
+                let copy = copy::copy_out(&self.db, statement, client.metadata());
+                return match session_time_zone::within(zone, copy).await {
                     Ok(copy) => Ok(Response::CopyOut(copy)),
                     Err(e) => error(e),
                 };
@@ -172,7 +176,11 @@ impl EddyHandler {
         let timeout = session::statement_timeout(client.metadata());
         // The timeout covers running the statement and sending its rows.
         let deadline = timeout.map(|limit| std::time::Instant::now() + limit);
-        let execute = crate::activity::track(client, &parsed.sql, self.db.execute(parsed, params));
+        let zone = session_time_zone::applies_to(&parsed.statement)
+            .then(|| session::setting(client.metadata(), "timezone"))
+            .flatten();
+        let execute = session_time_zone::within(zone, self.db.execute(parsed, params));
+        let execute = crate::activity::track(client, &parsed.sql, execute);
         let outcome = match timeout {
             None => execute.await,
             Some(limit) => match tokio::time::timeout(limit, execute).await {

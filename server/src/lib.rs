@@ -43,6 +43,7 @@
 
 pub mod activity;
 pub mod add_primary_key;
+pub mod at_time_zone;
 pub mod auth;
 pub mod catalog_rewrites;
 pub mod catalog_search_path;
@@ -94,7 +95,9 @@ pub mod pg_keys;
 pub mod pg_regtype;
 pub mod pg_sizes;
 pub mod pg_text;
+pub mod pg_text_cast;
 pub mod pg_text_functions;
+pub mod pg_timestamp_input;
 pub mod pg_to_char;
 pub mod pg_typeof;
 pub mod pg_views;
@@ -110,6 +113,7 @@ pub mod result_stream;
 pub mod rewrite;
 pub mod scan_admission;
 pub mod session;
+pub mod session_time_zone;
 pub mod sources;
 pub mod sql_prepare;
 pub mod stored_scan;

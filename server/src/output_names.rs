@@ -141,9 +141,19 @@ pub(crate) fn figure_name(expr: &Expr) -> Option<String> {
             _ => figure_name(root),
         },
         Expr::Nested(inner) | Expr::Collate { expr: inner, .. } => figure_name(inner),
+        // A cast is named by what it casts when that has a name of its own (a column, a
+        // function), else by its type: the outer one of nested casts.
         Expr::Cast {
             expr, data_type, ..
-        } => figure_name(expr).or_else(|| Some(type_name(data_type))),
+        } => match expr.as_ref() {
+            Expr::Cast { .. }
+            | Expr::TypedString(_)
+            | Expr::Interval(_)
+            | Expr::Case { .. }
+            | Expr::Array(_)
+            | Expr::Tuple(_) => Some(type_name(data_type)),
+            inner => figure_name(inner).or_else(|| Some(type_name(data_type))),
+        },
         Expr::TypedString(typed) => Some(type_name(&typed.data_type)),
         Expr::Interval(_) => Some("interval".into()),
         Expr::Function(function) => function.name.0.last().map(|part| match part {

@@ -238,12 +238,8 @@ fn timestamp_micros(array: &ArrayRef, unit: TimeUnit) -> Option<Box<dyn Fn(usize
 
 /// The session's TimeZone (`Etc/UTC`, `America/New_York`, `+05:30`); UTC when unknown.
 pub fn session_zone(name: &str) -> Tz {
-    let name = name.trim().trim_matches('\'');
-    let name = match name.to_ascii_lowercase().as_str() {
-        "utc" | "gmt" | "z" | "zulu" | "etc/utc" | "universal" => "+00:00",
-        _ => name,
-    };
-    Tz::from_str(name).unwrap_or_else(|_| Tz::from_str("+00:00").expect("a fixed offset"))
+    crate::session_time_zone::zone_named(name, false)
+        .unwrap_or_else(|_| Tz::from_str("+00:00").expect("a fixed offset"))
 }
 
 /// `YYYY-MM-DD HH:MM:SS[.ffffff]`, with `+HH[:MM]` in `zone` for a `timestamptz` and ` BC`
