@@ -217,7 +217,7 @@ pub async fn rows(ctx: &SessionContext, sql: &str) -> anyhow::Result<Vec<Vec<Opt
                     .iter()
                     .map(|c| {
                         let strings = c.as_string::<i32>();
-                        (!c.is_null(row)).then(|| strings.value(row).to_string())
+                        (!c.is_null(row)).then(|| crate::text::canonical(strings.value(row)))
                     })
                     .collect(),
             );

@@ -18,6 +18,7 @@ pub mod case;
 pub mod joins;
 pub mod rank_and_sets;
 pub mod stream_joins;
+pub mod text;
 
 pub use joins::run_join_case;
 pub use stream_joins::run_stream_join_case;
@@ -35,7 +36,7 @@ pub(crate) async fn eddy_rows(client: &Client, sql: &str) -> Result<Vec<Vec<Opti
         if let SimpleQueryMessage::Row(row) = message {
             rows.push(
                 (0..row.len())
-                    .map(|i| row.get(i).map(str::to_string))
+                    .map(|i| row.get(i).map(text::canonical))
                     .collect(),
             );
         }

@@ -92,7 +92,7 @@ async fn json_source_with_includes_dead_letters_and_lag() {
         .unwrap()
         .get(0);
     assert!(
-        first.starts_with("2024-01-01T00:00:00"),
+        first.starts_with("2024-01-01 00:00:00"),
         "message timestamp column: {first}"
     );
     // 200 events 100 ms apart: two 10-second windows, all rows counted.
