@@ -2,13 +2,15 @@
 //! where DataFusion's operators wrap: `2147483647 + 1` was `-2147483648`, a wrong answer with
 //! no error. After type coercion (both sides then have one type), each such operator on
 //! `smallint`, `integer` or `bigint` becomes a call that computes it with arrow's checked
-//! kernel; the plan keeps the operator's name (`a + b`).
+//! kernel; the plan keeps the operator's name (`a + b`). A float divided by zero is 22012
+//! "division by zero", as in Postgres (Arrow's kernel answers `Infinity` or `NaN`).
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::Datum;
+use datafusion::arrow::array::{Array, AsArray, Datum};
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::compute::kernels::numeric;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRewriter};
@@ -71,10 +73,11 @@ impl ArithmeticRewriter<'_> {
     }
 }
 
-const CHECKED_NAMES: [&str; 3] = [
+const CHECKED_NAMES: [&str; 4] = [
     "eddy_checked_add",
     "eddy_checked_subtract",
     "eddy_checked_multiply",
+    "eddy_checked_divide",
 ];
 
 impl TreeNodeRewriter for ArithmeticRewriter<'_> {
@@ -84,14 +87,21 @@ impl TreeNodeRewriter for ArithmeticRewriter<'_> {
         let Expr::BinaryExpr(BinaryExpr { left, op, right }) = &expr else {
             return Ok(Transformed::no(expr));
         };
-        if !matches!(op, Operator::Plus | Operator::Minus | Operator::Multiply) {
+        if !matches!(
+            op,
+            Operator::Plus | Operator::Minus | Operator::Multiply | Operator::Divide
+        ) {
             return Ok(Transformed::no(expr));
         }
         // A column the merged schema cannot resolve (an outer reference) is left alone.
         let (Ok(left_type), Ok(right_type)) = (self.type_of(left), self.type_of(right)) else {
             return Ok(Transformed::no(expr));
         };
-        if left_type != right_type || range_name(&left_type).is_none() {
+        let checked = match op {
+            Operator::Divide => left_type.is_floating(),
+            _ => range_name(&left_type).is_some(),
+        };
+        if left_type != right_type || !checked {
             return Ok(Transformed::no(expr));
         }
         let function = ScalarUDF::new_from_impl(CheckedOperator::new(*op, left_type));
@@ -141,7 +151,8 @@ impl ScalarUDFImpl for CheckedOperator {
         match self.op {
             Operator::Plus => CHECKED_NAMES[0],
             Operator::Minus => CHECKED_NAMES[1],
-            _ => CHECKED_NAMES[2],
+            Operator::Multiply => CHECKED_NAMES[2],
+            _ => CHECKED_NAMES[3],
         }
     }
 
@@ -168,7 +179,14 @@ impl ScalarUDFImpl for CheckedOperator {
         let computed = match self.op {
             Operator::Plus => numeric::add(left.as_ref(), right.as_ref()),
             Operator::Minus => numeric::sub(left.as_ref(), right.as_ref()),
-            _ => numeric::mul(left.as_ref(), right.as_ref()),
+            Operator::Multiply => numeric::mul(left.as_ref(), right.as_ref()),
+            _ => {
+                let quotient = numeric::div(left.as_ref(), right.as_ref())?;
+                if divides_by_zero(&args.args[0], &args.args[1], quotient.len())? {
+                    return Err(ServerError::new("22012", "division by zero").into());
+                }
+                Ok(quotient)
+            }
         };
         let result = computed.map_err(|e| match e {
             ArrowError::ArithmeticOverflow(_) => ServerError::new(
@@ -188,6 +206,15 @@ impl ScalarUDFImpl for CheckedOperator {
             ColumnarValue::Array(result)
         })
     }
+}
+
+/// Whether some row divides a value (not NULL) by zero.
+fn divides_by_zero(dividend: &ColumnarValue, divisor: &ColumnarValue, rows: usize) -> Result<bool> {
+    let (dividend, divisor) = (dividend.to_array(rows)?, divisor.to_array(rows)?);
+    let divisor = cast(&divisor, &DataType::Float64)?;
+    let divisor = divisor.as_primitive::<Float64Type>();
+    Ok((0..rows)
+        .any(|row| dividend.is_valid(row) && divisor.is_valid(row) && divisor.value(row) == 0.0))
 }
 
 #[cfg(test)]
@@ -215,6 +242,16 @@ mod tests {
         assert!(message(run("SELECT b * 2 FROM t").await).contains("bigint out of range"));
         assert!(message(run("SELECT c + c FROM t").await).contains("smallint out of range"));
         assert!(message(run("SELECT -a - a - 3 FROM t").await).contains("integer out of range"));
+    }
+
+    #[tokio::test]
+    async fn a_float_divided_by_zero_is_an_error_unless_null() {
+        let error = message(run("SELECT CAST(a AS DOUBLE) / 0 FROM t").await);
+        assert!(error.contains("division by zero"), "{error}");
+        let text = run("SELECT CAST(NULL AS DOUBLE) / 0.0 AS n, CAST(a AS REAL) / 2 AS h FROM t")
+            .await
+            .unwrap();
+        assert!(text.contains("1073741800"), "{text}");
     }
 
     #[tokio::test]

@@ -141,9 +141,11 @@ impl Database {
         crate::function_caps::install(&ctx, query_memory_limit.clone())?;
         crate::operator_types::install(&ctx);
         crate::checked_arithmetic::install(&ctx);
+        crate::integer_casts::install(&ctx);
         crate::pg_extract::install(&ctx);
         crate::interval_input::install(&ctx);
         crate::session_time_zone::install(&ctx);
+        crate::similar_to::install(&ctx);
         let catalog = ctx
             .catalog(DATABASE)
             .ok_or_else(|| ServerError::internal("default catalog missing"))?;

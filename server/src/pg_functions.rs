@@ -100,7 +100,7 @@ impl ScalarUDFImpl for PgFunction {
     }
 }
 
-fn function(
+pub(crate) fn function(
     name: &'static str,
     arities: &[Vec<DataType>],
     returns: DataType,
@@ -306,6 +306,7 @@ pub(crate) fn register(
         },
     ));
     crate::pg_text_functions::register(ctx);
+    crate::pg_json_build::register(ctx);
     crate::pg_to_char::register(ctx);
     // A type's OID by name, NULL when there is no such type (drivers probe for hstore).
     ctx.register_udf(function(

@@ -6,6 +6,8 @@
 //! Postgres scales each field by a float8 factor and carries the fractions down: a fraction of
 //! a month becomes days (30 a month), a fraction of a day becomes time, each rounded to the
 //! microsecond. `INTERVAL '1 month' * 1.5` is `1 mon 15 days`.
+//!
+//! `date ± interval` is a `timestamp`, as in Postgres (see [`date_and_interval`]).
 
 use std::sync::Arc;
 
@@ -52,6 +54,7 @@ impl ExprPlanner for IntervalOperators {
         let divide = match expr.op {
             BinaryOperator::Multiply => false,
             BinaryOperator::Divide => true,
+            BinaryOperator::Plus | BinaryOperator::Minus => return date_and_interval(expr, schema),
             _ => return Ok(PlannerResult::Original(expr)),
         };
         // A type that cannot be known here (a parameter, an outer column) is left to DataFusion.
@@ -85,6 +88,32 @@ impl ExprPlanner for IntervalOperators {
             ),
         )))
     }
+}
+
+/// `date ± interval` (and `interval + date`) is a `timestamp` in Postgres, where DataFusion
+/// answers a date; and a quoted literal next to an interval is read as an interval
+/// (`INTERVAL '1 day' + '2 hours'`), as Postgres types an unknown literal by the other side.
+fn date_and_interval(
+    mut expr: RawBinaryExpr,
+    schema: &DFSchema,
+) -> Result<PlannerResult<RawBinaryExpr>> {
+    let (Ok(left), Ok(right)) = (expr.left.get_type(schema), expr.right.get_type(schema)) else {
+        return Ok(PlannerResult::Original(expr));
+    };
+    let interval = DataType::Interval(IntervalUnit::MonthDayNano);
+    let timestamp = DataType::Timestamp(datafusion::arrow::datatypes::TimeUnit::Microsecond, None);
+    let is_text_literal =
+        |e: &Expr| matches!(e, Expr::Literal(value, _) if value.data_type() == DataType::Utf8);
+    if is_interval(&left) && is_text_literal(&expr.right) {
+        expr.right = cast(expr.right, interval);
+    } else if is_interval(&right) && is_text_literal(&expr.left) {
+        expr.left = cast(expr.left, interval);
+    } else if left == DataType::Date32 && is_interval(&right) {
+        expr.left = cast(expr.left, timestamp);
+    } else if is_interval(&left) && right == DataType::Date32 && expr.op == BinaryOperator::Plus {
+        expr.right = cast(expr.right, timestamp);
+    }
+    Ok(PlannerResult::Original(expr))
 }
 
 fn is_interval(data_type: &DataType) -> bool {

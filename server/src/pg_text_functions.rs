@@ -119,7 +119,7 @@ struct JsonBuildObject {
     signature: Signature,
 }
 
-fn json_value(array: &ArrayRef, i: usize) -> Result<serde_json::Value> {
+pub(crate) fn json_value(array: &ArrayRef, i: usize) -> Result<serde_json::Value> {
     use serde_json::Value;
     if array.is_null(i) {
         return Ok(Value::Null);
@@ -166,14 +166,8 @@ impl ScalarUDFImpl for JsonBuildObject {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let mut out = Vec::with_capacity(rows);
         for i in 0..rows {
-            let mut object = serde_json::Map::new();
-            for pair in arrays.chunks(2) {
-                let key = text_arg(&pair[0], i).ok_or_else(|| {
-                    DataFusionError::Execution("json_build_object: a key is NULL".into())
-                })?;
-                object.insert(key, json_value(&pair[1], i)?);
-            }
-            out.push(serde_json::Value::Object(object).to_string());
+            let pairs = crate::pg_json_build::object_pairs(&arrays, i)?;
+            out.push(crate::pg_json_build::json_object_text(&pairs));
         }
         Ok(ColumnarValue::Array(Arc::new(StringArray::from(out))))
     }
