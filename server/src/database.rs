@@ -146,6 +146,7 @@ impl Database {
         crate::interval_input::install(&ctx);
         crate::session_time_zone::install(&ctx);
         crate::similar_to::install(&ctx);
+        crate::using_joins::install(&ctx);
         let catalog = ctx
             .catalog(DATABASE)
             .ok_or_else(|| ServerError::internal("default catalog missing"))?;

@@ -174,6 +174,9 @@ pub(crate) fn figure_name(expr: &Expr) -> Option<String> {
             None => aliased_first_column(query),
         },
         Expr::Extract { .. } => Some("extract".into()),
+        Expr::Substring {
+            shorthand: true, ..
+        } => Some("substr".into()),
         Expr::Substring { .. } => Some("substring".into()),
         Expr::Position { .. } => Some("position".into()),
         Expr::Overlay { .. } => Some("overlay".into()),

@@ -50,6 +50,7 @@ pub fn install(db: &Arc<Database>) -> Result<(), ServerError> {
     crate::activity::register(&db.ctx);
     crate::pg_functions::register(&db.ctx, Arc::downgrade(db), oids, type_oids()?);
     crate::pg_json::register(&db.ctx)?;
+    crate::pg_json_operators::register(&db.ctx)?;
     crate::oid_markings::register(&db.ctx);
     crate::pg_interval_arithmetic::register(&db.ctx)?;
     crate::pg_scalar_functions::register(&db.ctx)?;

@@ -141,7 +141,7 @@ fn texts(rows: usize, value: impl Fn(usize) -> Option<String>) -> ArrayRef {
 }
 
 pub(crate) fn text_arg(array: &ArrayRef, i: usize) -> Option<String> {
-    if array.is_null(i) {
+    if is_null(array, i) {
         return None;
     }
     ScalarValue::try_from_array(array, i).ok().map(|v| match v {
@@ -149,6 +149,11 @@ pub(crate) fn text_arg(array: &ArrayRef, i: usize) -> Option<String> {
         ScalarValue::Utf8View(Some(s)) => s,
         other => other.to_string(),
     })
+}
+
+/// Whether row `i` is NULL; an untyped NULL's array has no validity bits to say so.
+pub(crate) fn is_null(array: &ArrayRef, i: usize) -> bool {
+    array.is_null(i) || array.data_type() == &DataType::Null
 }
 
 fn int_arg(array: &ArrayRef, i: usize) -> Option<i64> {

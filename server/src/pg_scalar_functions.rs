@@ -1,7 +1,7 @@
 //! Everyday Postgres functions that DataFusion lacks, names differently or computes
 //! otherwise: `every`, `variance`, `sign`, `mod`, `num_nulls`, `num_nonnulls`, `scale`,
 //! `quote_literal`, `quote_nullable`, `quote_ident`, `isfinite`, `age` and the `justify_*`
-//! family; `array_remove` removes every match (DataFusion's removes the first), and
+//! family, `gen_random_uuid`; `round` of a float rounds half to even; `array_remove` removes every match (DataFusion's removes the first), and
 //! `encode`/`decode` in `base64` pad as Postgres does.
 
 use std::sync::Arc;
@@ -24,7 +24,8 @@ use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::expr_rewriter::FunctionRewrite;
 use datafusion::logical_expr::type_coercion::binary::comparison_coercion;
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, Expr, ExprSchemable, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility,
 };
 use datafusion::prelude::SessionContext;
 
@@ -39,10 +40,12 @@ pub(crate) fn register(ctx: &SessionContext) -> Result<()> {
         let udaf = ctx.udaf(name)?.as_ref().clone().with_aliases([alias]);
         ctx.register_udaf(udaf);
     }
-    let signum = ctx.udf("signum")?.as_ref().clone().with_aliases(["sign"]);
-    ctx.register_udf(signum);
+    for (name, alias) in [("signum", "sign"), ("uuid", "gen_random_uuid")] {
+        let udf = ctx.udf(name)?.as_ref().clone().with_aliases([alias]);
+        ctx.register_udf(udf);
+    }
     ctx.register_udf(ScalarUDF::new_from_impl(Modulo {
-        signature: Signature::any(2, Volatility::Immutable),
+        signature: Signature::user_defined(Volatility::Immutable),
     }));
     ctx.state_ref()
         .write()
@@ -381,6 +384,9 @@ impl ScalarUDFImpl for Modulo {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        let [_, _] = arg_types else {
+            return Err(DataFusionError::Plan("mod takes two arguments".into()));
+        };
         let common = comparison_coercion(&arg_types[0], &arg_types[1])
             .filter(DataType::is_numeric)
             .ok_or_else(|| {
@@ -415,13 +421,38 @@ impl FunctionRewrite for PostgresVariants {
     fn rewrite(
         &self,
         expr: Expr,
-        _schema: &DFSchema,
+        schema: &DFSchema,
         _config: &ConfigOptions,
     ) -> Result<Transformed<Expr>> {
         let Expr::ScalarFunction(call) = &expr else {
             return Ok(Transformed::no(expr));
         };
         match call.func.name() {
+            // A float rounds half to even (`rint`), a numeric half away from zero.
+            "round" if call.args.len() == 1 => {
+                let is_float = call.args[0].get_type(schema).is_ok_and(|t| t.is_floating());
+                if !is_float {
+                    return Ok(Transformed::no(expr));
+                }
+                let half_even = function(
+                    "round",
+                    &[vec![DataType::Float64]],
+                    DataType::Float64,
+                    |args, _| {
+                        let floats = cast(&args[0], &DataType::Float64)?;
+                        let floats =
+                            floats.as_primitive::<datafusion::arrow::datatypes::Float64Type>();
+                        Ok(Arc::new(
+                            floats.unary::<_, datafusion::arrow::datatypes::Float64Type>(
+                                f64::round_ties_even,
+                            ),
+                        ) as ArrayRef)
+                    },
+                );
+                Ok(Transformed::yes(Expr::ScalarFunction(
+                    ScalarFunction::new_udf(Arc::new(half_even), call.args.clone()),
+                )))
+            }
             "array_remove" => {
                 let remove_all = datafusion::functions_nested::remove::array_remove_all_udf();
                 Ok(Transformed::yes(Expr::ScalarFunction(

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, StringArray};
+use datafusion::arrow::array::{ArrayRef, StringArray};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result};
@@ -121,7 +121,7 @@ struct JsonBuildObject {
 
 pub(crate) fn json_value(array: &ArrayRef, i: usize) -> Result<serde_json::Value> {
     use serde_json::Value;
-    if array.is_null(i) {
+    if crate::pg_functions::is_null(array, i) {
         return Ok(Value::Null);
     }
     Ok(match ScalarValue::try_from_array(array, i)? {

@@ -1,0 +1,45 @@
+-- Everyday functions and operators, as Postgres computes, names and prints them. One statement per line.
+-- Casts to integers round (numeric half away from zero, floats half to even) and check the range.
+SELECT '  12  '::int AS a, '1.5'::float8::int AS b, 2.5::int AS c, 3.5::int AS d, (-2.5)::int AS e, 2.5::float8::int8 AS f, (-1.5)::real::int2 AS g
+SELECT 3000000000::int8::int4
+SELECT 40000::int2
+SELECT 1e19::float8::int8
+SELECT 'NaN'::float8::int
+SELECT 2147483647.5::int
+SELECT -2147483648.4::float8::int AS a
+SELECT 1::float8 / 0
+SELECT 1.5::real / 0
+SELECT NULL::float8 / 0 AS a, 1::float8 / 4 AS b
+SELECT round(2.5::float8) AS a, round(3.5::float8) AS b, round(-2.5::float8) AS c, round(2.5) AS d, round(-2.5) AS e
+-- SIMILAR TO matches the whole text; % and _ as in LIKE, regular expression operators otherwise.
+SELECT 'abc' SIMILAR TO 'a%' AS a, 'abc' SIMILAR TO '(a|b)c' AS b, 'bc' SIMILAR TO '(a|b)c' AS c, 'abc' SIMILAR TO '%(b|d)%' AS d, 'a.c' SIMILAR TO 'a.c' AS e, 'abc' SIMILAR TO 'a.c' AS f
+SELECT 'abc' NOT SIMILAR TO '_b_' AS a, 'aaa' SIMILAR TO 'a{2,3}' AS b, 'x%' SIMILAR TO 'x!%' ESCAPE '!' AS c, 'b' SIMILAR TO '[a-c]' AS d
+-- Dates and intervals.
+SELECT DATE '2026-01-01' + INTERVAL '1 day' AS a, DATE '2026-01-31' - INTERVAL '1 month' AS b, INTERVAL '2 hours' + DATE '2026-01-01' AS c
+SELECT '1 day'::interval + '2 hours' AS a, '2 hours' + INTERVAL '1 minute' AS b, TIMESTAMP '2026-01-01 10:00' - INTERVAL '90 minutes' AS c
+SELECT age(TIMESTAMP '2026-03-01', TIMESTAMP '2025-01-15') AS a, age(TIMESTAMP '2025-01-15', TIMESTAMP '2026-03-01 12:30') AS b, age(TIMESTAMP '2026-03-31 00:00:01', TIMESTAMP '2026-02-28 23:00') AS c
+SELECT justify_hours(INTERVAL '27 hours') AS a, justify_hours(INTERVAL '1 day -3 hours') AS b, justify_days(INTERVAL '35 days') AS c, justify_days(INTERVAL '1 month -5 days') AS d, justify_interval(INTERVAL '1 mon -1 day -1 hour') AS e
+SELECT isfinite(DATE '2026-01-01') AS a, isfinite(TIMESTAMP '2026-01-01 00:00') AS b
+-- Aggregates Postgres names otherwise.
+SELECT bool_and(x) AS a, bool_or(x) AS b, every(x) AS c FROM (VALUES (true), (false)) v(x)
+-- Numbers.
+SELECT abs(-3) AS a, sign(-3.5) AS b, mod(7, 3) AS c, mod(-7, 3) AS d, 7 % 3 AS e, power(2, 10) AS f
+SELECT num_nonnulls(1, NULL, 2) AS a, num_nulls(1, NULL) AS b, scale(1.230) AS c, scale(12) AS d
+-- Text.
+SELECT quote_literal('it''s') AS a, quote_ident('Ab') AS b, quote_ident('ab') AS c, quote_nullable(NULL) AS d, quote_literal('a\b') AS e
+SELECT substring('abcdef' from 2 for 3) AS a, substr('abcdef', 2, 2), substr('abcdef', 3)
+SELECT encode('ab'::bytea, 'base64') AS a, encode('abc'::bytea, 'base64') AS b, decode('YWI=', 'base64') AS c, encode('ab'::bytea, 'hex') AS d
+-- Arrays.
+SELECT array_remove(ARRAY[1, 2, 1], 1) AS a, array_remove(ARRAY['a', 'b'], 'c') AS b
+-- JSON.
+SELECT jsonb_build_object('b', 1, 'a', 'x') AS a, json_build_object('b', 1, 'a', NULL) AS b, jsonb_build_array(1, 'a', NULL) AS c, json_build_array(1, true) AS d
+SELECT to_json('x'::text) AS a, to_jsonb(3) AS b, to_json(true) AS c
+SELECT jsonb_typeof('1') AS a, json_typeof('{"a": 1}') AS b, jsonb_typeof('[1]') AS c, jsonb_typeof('null') AS d, jsonb_array_length('[1, 2]') AS e
+SELECT jsonb_array_length('{"a": 1}')
+SELECT '{"a":{"b":2}}'::jsonb -> 'a' ->> 'b' AS a, '{"a":[1,2]}'::jsonb #> '{a,1}' AS b, '{"a":[1,{"c":"x"}]}'::jsonb #>> '{a,1,c}' AS c, '{"a":1}'::jsonb #> '{b}' AS d
+SELECT '{"a":1}'::jsonb ? 'a' AS a, '{"a":1}'::jsonb ? 'b' AS b, '["a","b"]'::jsonb ? 'b' AS c
+SELECT '{"a":1,"b":[1,2]}'::jsonb @> '{"b":[2]}' AS a, '{"a":1}'::jsonb @> '{"a":2}' AS b, '[1,2,3]'::jsonb @> '[3,1]' AS c, '["a",2]'::jsonb @> '"a"' AS d, '{"a":1}'::jsonb <@ '{"a":1,"b":2}' AS e
+-- An outer join USING merges its column.
+SELECT * FROM (VALUES (1), (2)) a(x) FULL JOIN (VALUES (2), (3)) b(x) USING (x) ORDER BY 1
+SELECT x FROM (VALUES (1), (2)) a(x) RIGHT JOIN (VALUES (2), (3)) b(x) USING (x) ORDER BY 1
+SELECT * FROM (VALUES (1, 'a'), (2, 'b')) a(x, y) LEFT JOIN (VALUES (2, 'c')) b(x, z) USING (x) ORDER BY 1
