@@ -112,7 +112,7 @@ impl Bounds {
     }
 
     /// A float rounded to the nearest integer, ties to even (Postgres' `rint`).
-    fn from_float(&self, value: f64) -> Result<i64> {
+    fn round_float(&self, value: f64) -> Result<i64> {
         let rounded = value.round_ties_even();
         // `max + 1` is a power of two, exact as a float; `max` itself may not be.
         if rounded.is_nan() || rounded < self.min as f64 || rounded >= -(self.min as f64) {
@@ -122,7 +122,7 @@ impl Bounds {
     }
 
     /// A decimal of `scale` digits rounded half away from zero, as `numeric` rounds.
-    fn from_decimal(&self, value: i128, scale: i8) -> Result<i64> {
+    fn round_decimal(&self, value: i128, scale: i8) -> Result<i64> {
         let whole = if scale <= 0 {
             value.checked_mul(10_i128.pow(u32::from(scale.unsigned_abs())))
         } else {
@@ -160,7 +160,7 @@ impl IntegerCast {
             DataType::Decimal128(_, scale) => {
                 let scale = *scale;
                 let decimals = input.as_primitive::<Decimal128Type>();
-                try_map(decimals.iter(), |v| bounds.from_decimal(v, scale))?
+                try_map(decimals.iter(), |v| bounds.round_decimal(v, scale))?
             }
             DataType::Int16 | DataType::Int32 | DataType::Int64 => {
                 let wide = cast(input, &DataType::Int64)?;
@@ -169,7 +169,7 @@ impl IntegerCast {
             _ => {
                 let floats = cast(input, &DataType::Float64)?;
                 try_map(floats.as_primitive::<Float64Type>().iter(), |v| {
-                    bounds.from_float(v)
+                    bounds.round_float(v)
                 })?
             }
         };

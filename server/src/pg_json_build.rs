@@ -3,18 +3,21 @@
 //! [`crate::pg_json`]); `jsonb` results print as Postgres prints a jsonb (`{"a": 1}`, keys
 //! shortest first), `json` results keep the order written (`[1, "a"]`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, Int32Array, StringArray};
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::error::Result;
 use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility,
 };
 use serde_json::Value;
 
 use crate::error::ServerError;
+use crate::pg_column_types::PG_TYPE_KEY;
 use crate::pg_functions::{function, text_arg};
 use crate::pg_json::jsonb_text;
 use crate::pg_text_functions::json_value;
@@ -22,25 +25,27 @@ use crate::pg_text_functions::json_value;
 pub(crate) fn register(ctx: &SessionContext) {
     let one = [vec![DataType::Null]];
     for name in ["to_json", "to_jsonb"] {
-        ctx.register_udf(function(name, &one, DataType::Utf8, |args, rows| {
+        let udf = function(name, &one, DataType::Utf8, |args, rows| {
             let values = (0..rows).map(|i| {
                 let value = json_value(&args[0], i)?;
                 Ok((!value.is_null()).then(|| jsonb_text(&value)))
             });
             Ok(Arc::new(values.collect::<Result<StringArray>>()?) as ArrayRef)
-        }));
+        });
+        ctx.register_udf(typed_json(udf, name.ends_with('b')));
     }
     for (name, jsonb) in [
         ("json_build_array", false),
         ("jsonb_build_array", true),
         ("jsonb_build_object", true),
     ] {
-        ctx.register_udf(ScalarUDF::new_from_impl(Build {
+        let udf = ScalarUDF::new_from_impl(Build {
             name,
             object: name.ends_with("object"),
             jsonb,
             signature: Signature::variadic_any(Volatility::Immutable),
-        }));
+        });
+        ctx.register_udf(typed_json(udf, jsonb));
     }
     for name in ["json_typeof", "jsonb_typeof"] {
         ctx.register_udf(function(name, &one, DataType::Utf8, |args, rows| {
@@ -64,6 +69,45 @@ pub(crate) fn register(ctx: &SessionContext) {
             });
             Ok(Arc::new(lengths.collect::<Result<Int32Array>>()?) as ArrayRef)
         }));
+    }
+}
+
+/// `udf` with its result described as `json` or `jsonb` (a marked text column).
+pub(crate) fn typed_json(udf: ScalarUDF, jsonb: bool) -> ScalarUDF {
+    ScalarUDF::new_from_impl(TypedJson {
+        inner: udf,
+        pg_type: if jsonb { "jsonb" } else { "json" },
+    })
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct TypedJson {
+    inner: ScalarUDF,
+    pg_type: &'static str,
+}
+
+impl ScalarUDFImpl for TypedJson {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn return_field_from_args(&self, _args: ReturnFieldArgs) -> Result<FieldRef> {
+        let metadata = HashMap::from([(PG_TYPE_KEY.to_string(), self.pg_type.to_string())]);
+        Ok(Arc::new(
+            Field::new(self.name(), DataType::Utf8, true).with_metadata(metadata),
+        ))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        self.inner.invoke_with_args(args)
     }
 }
 

@@ -83,7 +83,7 @@ fn functions() -> Vec<ScalarUDF> {
         test(CONTAINS, |document, other| {
             Ok(contains(document, &parse(other)?, true))
         }),
-        at_path(AT_PATH, false),
+        crate::pg_json_build::typed_json(at_path(AT_PATH, false), true),
         at_path(AT_PATH_TEXT, true),
     ]
 }

@@ -129,7 +129,7 @@ pub(crate) fn register(ctx: &SessionContext) -> Result<()> {
         "age",
         &[vec![DataType::Null], vec![DataType::Null; 2]],
         interval_type(),
-        |args, rows| age(args, rows),
+        age,
     ));
     Ok(())
 }

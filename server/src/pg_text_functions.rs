@@ -17,9 +17,10 @@ pub(crate) fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(Format {
         signature: Signature::variadic_any(Volatility::Immutable),
     }));
-    ctx.register_udf(ScalarUDF::new_from_impl(JsonBuildObject {
+    let build_object = ScalarUDF::new_from_impl(JsonBuildObject {
         signature: Signature::variadic_any(Volatility::Immutable),
-    }));
+    });
+    ctx.register_udf(crate::pg_json_build::typed_json(build_object, false));
 }
 
 /// `format(text, args...)` with `%s` (text), `%I` (identifier), `%L` (literal) and `%%`.

@@ -23,7 +23,7 @@ SELECT isfinite(DATE '2026-01-01') AS a, isfinite(TIMESTAMP '2026-01-01 00:00') 
 -- Aggregates Postgres names otherwise.
 SELECT bool_and(x) AS a, bool_or(x) AS b, every(x) AS c FROM (VALUES (true), (false)) v(x)
 -- Numbers.
-SELECT abs(-3) AS a, sign(-3.5) AS b, mod(7, 3) AS c, mod(-7, 3) AS d, 7 % 3 AS e, power(2, 10) AS f
+SELECT abs(-3) AS a, sign(-3.5::float8) AS b, mod(7, 3) AS c, mod(-7, 3) AS d, 7 % 3 AS e, power(2, 10) AS f
 SELECT num_nonnulls(1, NULL, 2) AS a, num_nulls(1, NULL) AS b, scale(1.230) AS c, scale(12) AS d
 -- Text.
 SELECT quote_literal('it''s') AS a, quote_ident('Ab') AS b, quote_ident('ab') AS c, quote_nullable(NULL) AS d, quote_literal('a\b') AS e
