@@ -52,6 +52,7 @@ pub fn install(db: &Arc<Database>) -> Result<(), ServerError> {
     crate::pg_json::register(&db.ctx)?;
     crate::pg_json_operators::register(&db.ctx)?;
     crate::oid_markings::register(&db.ctx);
+    crate::pg_json_agg::register(&db.ctx);
     crate::pg_interval_arithmetic::register(&db.ctx)?;
     crate::pg_scalar_functions::register(&db.ctx)?;
     db.ctx.register_udf(crate::pg_typeof::pg_typeof());

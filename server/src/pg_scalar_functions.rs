@@ -1,20 +1,16 @@
 //! Everyday Postgres functions that DataFusion lacks, names differently or computes
 //! otherwise: `every`, `variance`, `sign`, `mod`, `num_nulls`, `num_nonnulls`, `scale`,
-//! `quote_literal`, `quote_nullable`, `quote_ident`, `isfinite`, `age` and the `justify_*`
-//! family, `gen_random_uuid`; `round` of a float rounds half to even; `array_remove` removes every match (DataFusion's removes the first), and
-//! `encode`/`decode` in `base64` pad as Postgres does.
+//! `quote_literal`, `quote_nullable`, `quote_ident`, `width_bucket`, `gen_random_uuid` (dates
+//! and intervals: [`crate::pg_date_functions`]); `round` of a float rounds half to even,
+//! `array_remove` removes every match (DataFusion's removes the first), and `encode`/`decode`
+//! in `base64` pad as Postgres does.
 
 use std::sync::Arc;
 
-use chrono::{Datelike, NaiveDateTime, Timelike};
-use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Int32Array, IntervalMonthDayNanoArray, StringArray,
-};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int32Array, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::compute::kernels::numeric;
-use datafusion::arrow::datatypes::{
-    DataType, IntervalMonthDayNano, IntervalMonthDayNanoType, TimeUnit, TimestampMicrosecondType,
-};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, ScalarValue};
@@ -29,11 +25,9 @@ use datafusion::logical_expr::{
 };
 use datafusion::prelude::SessionContext;
 
+use crate::error::ServerError;
 use crate::pg_functions::{function, text_arg};
 use crate::pg_text::UNCONSTRAINED_NUMERIC;
-
-const NANOS_PER_DAY: i64 = 86_400_000_000_000;
-const DAYS_PER_MONTH: i32 = 30;
 
 pub(crate) fn register(ctx: &SessionContext) -> Result<()> {
     for (name, alias) in [("bool_and", "every"), ("var_samp", "variance")] {
@@ -50,6 +44,7 @@ pub(crate) fn register(ctx: &SessionContext) -> Result<()> {
     ctx.state_ref()
         .write()
         .register_function_rewrite(Arc::new(PostgresVariants))?;
+    crate::pg_date_functions::register(ctx);
     let any_args = |n: usize| vec![vec![DataType::Null; n]];
     for (name, counts_nulls) in [("num_nulls", true), ("num_nonnulls", false)] {
         ctx.register_udf(variadic_count(name, counts_nulls));
@@ -90,52 +85,13 @@ pub(crate) fn register(ctx: &SessionContext) -> Result<()> {
             }))
         },
     ));
-    // Eddy's dates and timestamps have no infinities: every value is finite.
     ctx.register_udf(function(
-        "isfinite",
-        &any_args(1),
-        DataType::Boolean,
-        |args, _| {
-            let column = &args[0];
-            Ok(Arc::new(
-                (0..column.len())
-                    .map(|i| column.is_valid(i).then_some(true))
-                    .collect::<BooleanArray>(),
-            ))
-        },
-    ));
-    for (name, justify) in [
-        (
-            "justify_hours",
-            justify_hours as fn(IntervalMonthDayNano) -> _,
-        ),
-        ("justify_days", justify_days),
-        ("justify_interval", justify_interval),
-    ] {
-        ctx.register_udf(function(
-            name,
-            &any_args(1),
-            interval_type(),
-            move |args, _| {
-                let intervals = cast(&args[0], &interval_type())?;
-                let intervals = intervals.as_primitive::<IntervalMonthDayNanoType>();
-                Ok(Arc::new(
-                    intervals.unary::<_, IntervalMonthDayNanoType>(justify),
-                ))
-            },
-        ));
-    }
-    ctx.register_udf(function(
-        "age",
-        &[vec![DataType::Null], vec![DataType::Null; 2]],
-        interval_type(),
-        age,
+        "width_bucket",
+        &any_args(4),
+        DataType::Int32,
+        width_bucket,
     ));
     Ok(())
-}
-
-fn interval_type() -> DataType {
-    DataType::Interval(datafusion::arrow::datatypes::IntervalUnit::MonthDayNano)
 }
 
 fn texts(rows: usize, value: impl Fn(usize) -> Option<String>) -> ArrayRef {
@@ -232,140 +188,57 @@ fn scale(values: &ArrayRef) -> Result<ArrayRef> {
     ))
 }
 
-/// `justify_hours`: whole days of the time part become days.
-fn justify_hours(span: IntervalMonthDayNano) -> IntervalMonthDayNano {
-    let mut days = span
-        .days
-        .saturating_add((span.nanoseconds / NANOS_PER_DAY) as i32);
-    let mut time = span.nanoseconds % NANOS_PER_DAY;
-    if days > 0 && time < 0 {
-        time += NANOS_PER_DAY;
-        days -= 1;
-    } else if days < 0 && time > 0 {
-        time -= NANOS_PER_DAY;
-        days += 1;
-    }
-    IntervalMonthDayNano::new(span.months, days, time)
-}
-
-/// `justify_days`: each 30 days become a month.
-fn justify_days(span: IntervalMonthDayNano) -> IntervalMonthDayNano {
-    let mut months = span.months.saturating_add(span.days / DAYS_PER_MONTH);
-    let mut days = span.days % DAYS_PER_MONTH;
-    if months > 0 && days < 0 {
-        days += DAYS_PER_MONTH;
-        months -= 1;
-    } else if months < 0 && days > 0 {
-        days -= DAYS_PER_MONTH;
-        months += 1;
-    }
-    IntervalMonthDayNano::new(months, days, span.nanoseconds)
-}
-
-/// `justify_interval`: both, with one sign throughout (Postgres' order of steps).
-fn justify_interval(span: IntervalMonthDayNano) -> IntervalMonthDayNano {
-    let (mut months, mut days, mut time) = (span.months, span.days, span.nanoseconds);
-    days = days.saturating_add((time / NANOS_PER_DAY) as i32);
-    time %= NANOS_PER_DAY;
-    months = months.saturating_add(days / DAYS_PER_MONTH);
-    days %= DAYS_PER_MONTH;
-    if months > 0 && (days < 0 || (days == 0 && time < 0)) {
-        days += DAYS_PER_MONTH;
-        months -= 1;
-    } else if months < 0 && (days > 0 || (days == 0 && time > 0)) {
-        days -= DAYS_PER_MONTH;
-        months += 1;
-    }
-    if days > 0 && time < 0 {
-        time += NANOS_PER_DAY;
-        days -= 1;
-    } else if days < 0 && time > 0 {
-        time -= NANOS_PER_DAY;
-        days += 1;
-    }
-    IntervalMonthDayNano::new(months, days, time)
-}
-
-/// `age(a, b)`: the symbolic difference in years, months and days (not 30-day months), as
-/// Postgres' `timestamp_age`; `age(a)` is from today's midnight.
-fn age(args: &[ArrayRef], rows: usize) -> Result<ArrayRef> {
-    let micros = DataType::Timestamp(TimeUnit::Microsecond, None);
-    let later = match args {
-        [_, _] => cast(&args[0], &micros)?,
-        _ => {
-            let midnight = chrono::Utc::now().date_naive().and_hms_opt(0, 0, 0);
-            let value = midnight.map(|m| m.and_utc().timestamp_micros());
-            ScalarValue::TimestampMicrosecond(value, None).to_array_of_size(rows)?
-        }
-    };
-    let earlier = cast(args.last().expect("age has an argument"), &micros)?;
-    let (later, earlier) = (
-        later.as_primitive::<TimestampMicrosecondType>(),
-        earlier.as_primitive::<TimestampMicrosecondType>(),
+/// `width_bucket(operand, low, high, count)`: the bucket of `count` equal ones between `low`
+/// and `high` that holds `operand`; 0 below, `count + 1` above (Postgres' float form).
+fn width_bucket(args: &[ArrayRef], rows: usize) -> Result<ArrayRef> {
+    let floats = args[..3]
+        .iter()
+        .map(|a| cast(a, &DataType::Float64))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let counts = cast(&args[3], &DataType::Int64)?;
+    let (counts, floats) = (
+        counts.as_primitive::<datafusion::arrow::datatypes::Int64Type>(),
+        floats
+            .iter()
+            .map(|f| f.as_primitive::<datafusion::arrow::datatypes::Float64Type>())
+            .collect::<Vec<_>>(),
     );
-    let spans = later.iter().zip(earlier.iter()).map(|pair| match pair {
-        (Some(a), Some(b)) => symbolic_difference(a, b),
-        _ => Ok(None),
-    });
-    Ok(Arc::new(
-        spans.collect::<Result<IntervalMonthDayNanoArray>>()?,
-    ))
-}
-
-fn symbolic_difference(a: i64, b: i64) -> Result<Option<IntervalMonthDayNano>> {
-    let moment = |micros: i64| {
-        chrono::DateTime::from_timestamp_micros(micros)
-            .map(|t| t.naive_utc())
-            .ok_or_else(|| DataFusionError::Execution("timestamp out of range".into()))
-    };
-    let (t1, t2) = (moment(a)?, moment(b)?);
-    let fields = |t: &NaiveDateTime| {
-        [
-            i64::from(t.year()),
-            i64::from(t.month0()),
-            i64::from(t.day()),
-            i64::from(t.hour()),
-            i64::from(t.minute()),
-            i64::from(t.second()),
-            i64::from(t.nanosecond() / 1000),
-        ]
-    };
-    let (f1, f2) = (fields(&t1), fields(&t2));
-    let sign = if a < b { -1 } else { 1 };
-    let mut d: Vec<i64> = f1.iter().zip(&f2).map(|(x, y)| (x - y) * sign).collect();
-    // Borrow from the next field up; a month borrows the length of the earlier one's month.
-    let limits = [0, 12, 0, 24, 60, 60, 1_000_000];
-    for field in (1..7).rev() {
-        while d[field] < 0 {
-            d[field] += if field == 2 {
-                let base = if a < b { &t1 } else { &t2 };
-                i64::from(days_in_month(base.year(), base.month()))
-            } else {
-                limits[field]
-            };
-            d[field - 1] -= 1;
+    let bad = |message: &str| -> DataFusionError { ServerError::new("2201G", message).into() };
+    let buckets = (0..rows).map(|i| {
+        if floats.iter().any(|f| f.is_null(i)) || counts.is_null(i) {
+            return Ok(None);
         }
-    }
-    let months = (d[0] * 12 + d[1]) * sign;
-    let days = d[2] * sign;
-    let micros = ((d[3] * 60 + d[4]) * 60 + d[5]) * 1_000_000 + d[6];
-    Ok(Some(IntervalMonthDayNano::new(
-        i32::try_from(months)
-            .map_err(|_| DataFusionError::Execution("interval out of range".into()))?,
-        days as i32,
-        micros * sign * 1000,
-    )))
-}
-
-fn days_in_month(year: i32, month: u32) -> u32 {
-    let next = if month == 12 {
-        (year + 1, 1)
-    } else {
-        (year, month + 1)
-    };
-    chrono::NaiveDate::from_ymd_opt(next.0, next.1, 1)
-        .and_then(|d| d.pred_opt())
-        .map_or(31, |d| d.day())
+        let (operand, low, high) = (floats[0].value(i), floats[1].value(i), floats[2].value(i));
+        let count = counts.value(i);
+        if count <= 0 {
+            return Err(bad("count must be greater than zero"));
+        }
+        if operand.is_nan() || low.is_nan() || high.is_nan() {
+            return Err(bad("operand, lower bound, and upper bound cannot be NaN"));
+        }
+        if low == high {
+            return Err(bad("lower bound cannot equal upper bound"));
+        }
+        let bucket = if low < high {
+            if operand < low {
+                0
+            } else if operand >= high {
+                count + 1
+            } else {
+                (count as f64 * ((operand - low) / (high - low))) as i64 + 1
+            }
+        } else if operand > low {
+            0
+        } else if operand <= high {
+            count + 1
+        } else {
+            (count as f64 * ((low - operand) / (low - high))) as i64 + 1
+        };
+        i32::try_from(bucket)
+            .map(Some)
+            .map_err(|_| ServerError::new("22003", "integer out of range").into())
+    });
+    Ok(Arc::new(buckets.collect::<Result<Int32Array>>()?))
 }
 
 /// `mod(a, b)`: `a % b` over the two arguments' common type.
@@ -481,37 +354,6 @@ impl FunctionRewrite for PostgresVariants {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn span(months: i32, days: i32, hours: i64) -> IntervalMonthDayNano {
-        IntervalMonthDayNano::new(months, days, hours * 3_600_000_000_000)
-    }
-
-    #[test]
-    fn justify_as_postgres() {
-        assert_eq!(justify_hours(span(0, 0, 27)), span(0, 1, 3));
-        assert_eq!(justify_hours(span(0, 1, -3)), span(0, 0, 21));
-        assert_eq!(justify_days(span(0, 35, 0)), span(1, 5, 0));
-        assert_eq!(justify_days(span(1, -5, 0)), span(0, 25, 0));
-        assert_eq!(justify_interval(span(1, -1, -1)), span(0, 28, 23));
-    }
-
-    #[test]
-    fn age_borrows_the_earlier_month() {
-        let at = |s: &str| {
-            NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S")
-                .unwrap()
-                .and_utc()
-                .timestamp_micros()
-        };
-        let d = symbolic_difference(at("2026-03-01 00:00:00"), at("2025-01-15 00:00:00"))
-            .unwrap()
-            .unwrap();
-        assert_eq!(d, span(13, 17, 0));
-        let back = symbolic_difference(at("2025-01-15 00:00:00"), at("2026-03-01 00:00:00"))
-            .unwrap()
-            .unwrap();
-        assert_eq!(back, span(-13, -17, 0));
-    }
 
     #[test]
     fn quote_literal_escapes() {

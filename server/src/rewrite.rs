@@ -37,6 +37,7 @@ pub fn rewrite_for_datafusion(parsed: ParsedStatement) -> ParsedStatement {
     let mut parsed = rewrite_client_forms(parsed);
     if let EddyStatement::Sql(statement) = &mut parsed.statement {
         crate::values_subqueries::rewrite(statement);
+        crate::set_returning_selects::rewrite(statement);
     }
     parsed
 }

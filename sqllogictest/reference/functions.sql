@@ -43,3 +43,14 @@ SELECT '{"a":1,"b":[1,2]}'::jsonb @> '{"b":[2]}' AS a, '{"a":1}'::jsonb @> '{"a"
 SELECT * FROM (VALUES (1), (2)) a(x) FULL JOIN (VALUES (2), (3)) b(x) USING (x) ORDER BY 1
 SELECT x FROM (VALUES (1), (2)) a(x) RIGHT JOIN (VALUES (2), (3)) b(x) USING (x) ORDER BY 1
 SELECT * FROM (VALUES (1, 'a'), (2, 'b')) a(x, y) LEFT JOIN (VALUES (2, 'c')) b(x, z) USING (x) ORDER BY 1
+-- More functions.
+SELECT width_bucket(5.35, 0.024, 10.06, 5) AS a, width_bucket(-1, 0, 10, 5) AS b, width_bucket(10, 0, 10, 5) AS c, width_bucket(5, 10, 0, 4) AS d
+SELECT width_bucket(1, 0, 10, 0)
+SELECT make_timestamp(2026, 1, 2, 3, 4, 5.5) AS a, make_timestamp(2024, 2, 29, 23, 59, 59) AS b
+SELECT make_timestamp(2026, 2, 30, 0, 0, 0)
+SELECT json_agg(x) AS a, jsonb_agg(x) AS b FROM (VALUES (1), (2)) v(x)
+SELECT k, json_agg(s) AS a FROM (VALUES (1, 'a'), (1, NULL), (2, 'c')) v(k, s) GROUP BY k ORDER BY k
+SELECT json_agg(x) AS a FROM (VALUES (1)) v(x) WHERE x > 1
+-- A set-returning function in the select list gives a row per element.
+SELECT generate_series(1, 3)
+SELECT generate_series(1, 3) AS n, 'x' AS t

@@ -417,7 +417,7 @@ async fn catalog_functions_and_information_schema() {
             "public",
             "15.6",
             "x",
-            "{\"a\":1,\"b\":\"two\",\"c\":true}",
+            "{\"a\" : 1, \"b\" : \"two\", \"c\" : true}",
             "1-2",
             "\"My T\".'v'",
             "23",
