@@ -13,11 +13,9 @@ use datafusion::arrow::compute::kernels::numeric;
 use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRewriter};
+use datafusion::common::tree_node::{Transformed, TreeNodeRewriter};
 use datafusion::common::{DFSchema, Result, ScalarValue};
 use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs,
     ScalarUDF, ScalarUDFImpl, Signature, Volatility,
@@ -36,17 +34,9 @@ struct CheckedIntegerArithmetic;
 
 impl AnalyzerRule for CheckedIntegerArithmetic {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        plan.transform_up_with_subqueries(|plan| {
-            // Expressions refer to the node's inputs (both sides of a join).
-            let schema: DFSchema = merge_schema(&plan.inputs());
-            let names = NamePreserver::new(&plan);
-            plan.map_expressions(|expr| {
-                let name = names.save(&expr);
-                let rewritten = expr.rewrite(&mut ArithmeticRewriter { schema: &schema })?;
-                Ok(rewritten.update_data(|e| name.restore(e)))
-            })
+        crate::expr_rewrites::rewrite_keeping_names(plan, |expr, schema| {
+            ArithmeticRewriter { schema }.f_up(expr)
         })
-        .map(|t| t.data)
     }
 
     fn name(&self) -> &str {

@@ -59,6 +59,8 @@ pub mod demo;
 pub mod describe;
 pub mod empty_catalog_selects;
 pub mod error;
+pub mod expr_rewrites;
+pub mod fetch_first;
 pub mod frame;
 pub mod from_functions;
 pub mod function_caps;

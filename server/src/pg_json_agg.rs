@@ -1,5 +1,7 @@
-//! `json_agg(x)` and `jsonb_agg(x)`: a group's values as one JSON array (`[1, 2]`), NULL for
-//! no rows, typed `json` or `jsonb` as in Postgres. The values keep their input order.
+//! `json_agg(x)` and `jsonb_agg(x)`: a group's values as one JSON array (`[1, 2]`);
+//! `json_object_agg(k, v)` and `jsonb_object_agg(k, v)`: as one object (`{ "a" : 1 }`,
+//! `{"a": 1}`). NULL for no rows, typed `json` or `jsonb` as in Postgres; values keep their
+//! input order.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,31 +17,39 @@ use datafusion::logical_expr::{
 };
 use serde_json::Value;
 
+use crate::error::ServerError;
 use crate::pg_column_types::PG_TYPE_KEY;
+use crate::pg_functions::text_arg;
 use crate::pg_json::jsonb_text;
 use crate::pg_text_functions::json_value;
 
 pub fn register(ctx: &SessionContext) {
     for jsonb in [false, true] {
-        ctx.register_udaf(AggregateUDF::new_from_impl(JsonAgg {
-            jsonb,
-            signature: Signature::any(1, Volatility::Immutable),
-        }));
+        for object in [false, true] {
+            let arguments = if object { 2 } else { 1 };
+            ctx.register_udaf(AggregateUDF::new_from_impl(JsonAgg {
+                jsonb,
+                object,
+                signature: Signature::any(arguments, Volatility::Immutable),
+            }));
+        }
     }
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct JsonAgg {
     jsonb: bool,
+    object: bool,
     signature: Signature,
 }
 
 impl AggregateUDFImpl for JsonAgg {
     fn name(&self) -> &str {
-        if self.jsonb {
-            "jsonb_agg"
-        } else {
-            "json_agg"
+        match (self.jsonb, self.object) {
+            (false, false) => "json_agg",
+            (true, false) => "jsonb_agg",
+            (false, true) => "json_object_agg",
+            (true, true) => "jsonb_object_agg",
         }
     }
 
@@ -60,7 +70,11 @@ impl AggregateUDFImpl for JsonAgg {
     }
 
     fn accumulator(&self, _args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        Ok(Box::new(JsonAggAccumulator::default()))
+        Ok(Box::new(JsonAggAccumulator {
+            jsonb: self.jsonb,
+            object: self.object,
+            values: Vec::new(),
+        }))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -73,15 +87,26 @@ impl AggregateUDFImpl for JsonAgg {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct JsonAggAccumulator {
+    jsonb: bool,
+    object: bool,
+    /// The values, or for an object each `[key, value]`.
     values: Vec<Value>,
 }
 
 impl Accumulator for JsonAggAccumulator {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         for row in 0..values[0].len() {
-            self.values.push(json_value(&values[0], row)?);
+            if !self.object {
+                self.values.push(json_value(&values[0], row)?);
+                continue;
+            }
+            let key = text_arg(&values[0], row)
+                .ok_or_else(|| ServerError::new("22004", "field name must not be null"))?;
+            let value = json_value(&values[1], row)?;
+            self.values
+                .push(Value::Array(vec![Value::String(key), value]));
         }
         Ok(())
     }
@@ -112,9 +137,24 @@ impl Accumulator for JsonAggAccumulator {
         if self.values.is_empty() {
             return Ok(ScalarValue::Utf8(None));
         }
-        Ok(ScalarValue::Utf8(Some(jsonb_text(&Value::Array(
-            self.values.clone(),
-        )))))
+        if !self.object {
+            return Ok(ScalarValue::Utf8(Some(jsonb_text(&Value::Array(
+                self.values.clone(),
+            )))));
+        }
+        let pairs = self.values.iter().filter_map(|pair| match pair {
+            Value::Array(kv) => Some((kv.first()?.as_str()?.to_string(), kv.get(1)?.clone())),
+            _ => None,
+        });
+        Ok(ScalarValue::Utf8(Some(if self.jsonb {
+            // Last one wins, as jsonb keeps one value a key.
+            jsonb_text(&Value::Object(pairs.collect()))
+        } else {
+            let fields: Vec<String> = pairs
+                .map(|(k, v)| format!("{} : {}", Value::String(k), jsonb_text(&v)))
+                .collect();
+            format!("{{ {} }}", fields.join(", "))
+        })))
     }
 
     fn size(&self) -> usize {

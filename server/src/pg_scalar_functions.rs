@@ -1,16 +1,19 @@
 //! Everyday Postgres functions that DataFusion lacks, names differently or computes
 //! otherwise: `every`, `variance`, `sign`, `mod`, `num_nulls`, `num_nonnulls`, `scale`,
-//! `quote_literal`, `quote_nullable`, `quote_ident`, `width_bucket`, `gen_random_uuid` (dates
-//! and intervals: [`crate::pg_date_functions`]); `round` of a float rounds half to even,
+//! `quote_literal`, `quote_nullable`, `quote_ident`, `regexp_split_to_array`, `width_bucket`,
+//! `gen_random_uuid` (dates and intervals: [`crate::pg_date_functions`]); `round` of a float
+//! rounds half to even,
 //! `array_remove` removes every match (DataFusion's removes the first), and `encode`/`decode`
 //! in `base64` pad as Postgres does.
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int32Array, StringArray};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Int32Array, ListBuilder, StringArray, StringBuilder,
+};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::compute::kernels::numeric;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Field};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, ScalarValue};
@@ -84,6 +87,13 @@ pub(crate) fn register(ctx: &SessionContext) -> Result<()> {
                 text_arg(&args[0], i).map(|t| crate::pg_text_functions::quote_identifier(&t))
             }))
         },
+    ));
+    let text_list = DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true)));
+    ctx.register_udf(function(
+        "regexp_split_to_array",
+        &[vec![DataType::Utf8; 2], vec![DataType::Utf8; 3]],
+        text_list,
+        regexp_split_to_array,
     ));
     ctx.register_udf(function(
         "width_bucket",
@@ -186,6 +196,57 @@ fn scale(values: &ArrayRef) -> Result<ArrayRef> {
             })
             .collect::<Int32Array>(),
     ))
+}
+
+/// `regexp_split_to_array(text, pattern[, flags])`: the pieces between the pattern's matches.
+/// As in Postgres, an empty match at the start or end of the text, or right after another
+/// match, does not split (`''` splits into characters); the flag `i` ignores case.
+fn regexp_split_to_array(args: &[ArrayRef], rows: usize) -> Result<ArrayRef> {
+    let mut builder = ListBuilder::new(StringBuilder::new());
+    let mut compiled: Option<(String, regex::Regex)> = None;
+    for i in 0..rows {
+        let (Some(text), Some(pattern)) = (text_arg(&args[0], i), text_arg(&args[1], i)) else {
+            builder.append(false);
+            continue;
+        };
+        let flags = args.get(2).and_then(|f| text_arg(f, i)).unwrap_or_default();
+        if let Some(bad) = flags.chars().find(|c| *c != 'i') {
+            return Err(ServerError::new(
+                "22023",
+                format!("invalid regular expression option: \"{bad}\""),
+            )
+            .into());
+        }
+        let source = if flags.contains('i') {
+            format!("(?i){pattern}")
+        } else {
+            pattern
+        };
+        if compiled.as_ref().is_none_or(|(s, _)| *s != source) {
+            let regex = regex::Regex::new(&source).map_err(|e| {
+                ServerError::new("2201B", format!("invalid regular expression: {e}"))
+            })?;
+            compiled = Some((source, regex));
+        }
+        let regex = &compiled.as_ref().expect("compiled above").1;
+        let (mut start, mut last_end) = (0, None);
+        for found in regex.find_iter(&text) {
+            let empty = found.start() == found.end();
+            if empty
+                && (found.start() == 0
+                    || found.end() == text.len()
+                    || Some(found.start()) == last_end)
+            {
+                continue;
+            }
+            builder.values().append_value(&text[start..found.start()]);
+            start = found.end();
+            last_end = Some(found.end());
+        }
+        builder.values().append_value(&text[start..]);
+        builder.append(true);
+    }
+    Ok(Arc::new(builder.finish()))
 }
 
 /// `width_bucket(operand, low, high, count)`: the bucket of `count` equal ones between `low`

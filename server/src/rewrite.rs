@@ -38,6 +38,7 @@ pub fn rewrite_for_datafusion(parsed: ParsedStatement) -> ParsedStatement {
     if let EddyStatement::Sql(statement) = &mut parsed.statement {
         crate::values_subqueries::rewrite(statement);
         crate::set_returning_selects::rewrite(statement);
+        crate::fetch_first::rewrite(statement);
     }
     parsed
 }

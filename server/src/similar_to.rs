@@ -11,10 +11,9 @@ use std::sync::Arc;
 use datafusion::arrow::array::{ArrayRef, StringArray};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::Result;
 use datafusion::logical_expr::expr::{Like, ScalarFunction};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{lit, Expr, LogicalPlan, ScalarUDF};
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::SessionContext;
@@ -54,34 +53,26 @@ struct SimilarToPatterns;
 impl AnalyzerRule for SimilarToPatterns {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
         let function = Arc::new(translation());
-        plan.transform_up_with_subqueries(|plan| {
-            let names = NamePreserver::new(&plan);
-            plan.map_expressions(|expr| {
-                let name = names.save(&expr);
-                let rewritten = expr.transform_up(|expr| {
-                    let Expr::SimilarTo(like) = expr else {
-                        return Ok(Transformed::no(expr));
-                    };
-                    if matches!(like.pattern.as_ref(), Expr::ScalarFunction(call) if call.func.name() == FUNCTION)
-                    {
-                        return Ok(Transformed::no(Expr::SimilarTo(like)));
-                    }
-                    let mut args = vec![*like.pattern];
-                    args.push(lit(like.escape_char.map_or('\\', |c| c).to_string()));
-                    let pattern = Expr::ScalarFunction(ScalarFunction::new_udf(
-                        function.clone(),
-                        args,
-                    ));
-                    Ok(Transformed::yes(Expr::SimilarTo(Like {
-                        pattern: Box::new(pattern),
-                        escape_char: None,
-                        ..like
-                    })))
-                })?;
-                Ok(rewritten.update_data(|e| name.restore(e)))
-            })
+        crate::expr_rewrites::rewrite_keeping_names(plan, |expr, _| {
+            let Expr::SimilarTo(like) = expr else {
+                return Ok(Transformed::no(expr));
+            };
+            let translated =
+                |e: &Expr| matches!(e, Expr::ScalarFunction(c) if c.func.name() == FUNCTION);
+            if translated(like.pattern.as_ref()) {
+                return Ok(Transformed::no(Expr::SimilarTo(like)));
+            }
+            let escape = lit(like.escape_char.unwrap_or('\\').to_string());
+            let pattern = Expr::ScalarFunction(ScalarFunction::new_udf(
+                function.clone(),
+                vec![*like.pattern, escape],
+            ));
+            Ok(Transformed::yes(Expr::SimilarTo(Like {
+                pattern: Box::new(pattern),
+                escape_char: None,
+                ..like
+            })))
         })
-        .map(|t| t.data)
     }
 
     fn name(&self) -> &str {

@@ -54,3 +54,7 @@ SELECT json_agg(x) AS a FROM (VALUES (1)) v(x) WHERE x > 1
 -- A set-returning function in the select list gives a row per element.
 SELECT generate_series(1, 3)
 SELECT generate_series(1, 3) AS n, 'x' AS t
+SELECT json_object_agg(k, v) AS a, jsonb_object_agg(k, v) AS b FROM (VALUES ('b', 1), ('a', 2), ('b', 3)) t(k, v)
+SELECT regexp_split_to_array('a b  c', '\s+') AS a, regexp_split_to_array('abc', '') AS b, regexp_split_to_array('aXbxc', 'x', 'i') AS c, regexp_split_to_array(',a,', ',') AS d
+SELECT x FROM (VALUES (3), (1), (2)) v(x) ORDER BY x FETCH FIRST 2 ROWS ONLY
+SELECT x FROM (VALUES (3), (1), (2)) v(x) ORDER BY x OFFSET 1 ROWS FETCH NEXT ROW ONLY
