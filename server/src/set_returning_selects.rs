@@ -1,4 +1,5 @@
-//! A set-returning function in a select list gives a row per element, as in Postgres:
+//! A set-returning function in a select list (`generate_series`, `regexp_split_to_table`) gives
+//! a row per element, as in Postgres:
 //! `SELECT generate_series(1, 3)` is three rows (test setups write `INSERT INTO t SELECT
 //! generate_series(1, 1000)`), where DataFusion gave one row holding an array; it expands only
 //! `unnest` there. Such a select item becomes `unnest(generate_series(...)) AS
@@ -13,8 +14,11 @@ use datafusion::sql::sqlparser::ast::{
     UnaryOperator, Value, VisitMut, VisitorMut,
 };
 
-/// The set-returning functions whose scalar form gives the elements as an array.
-const EXPANDED: &[&str] = &["generate_series"];
+/// The set-returning functions, each with the function that gives its elements as an array.
+const EXPANDED: &[(&str, &str)] = &[
+    ("generate_series", "generate_series"),
+    ("regexp_split_to_table", "regexp_split_to_array"),
+];
 
 /// Rewrites every select list of `statement`.
 pub fn rewrite(statement: &mut Statement) {
@@ -57,16 +61,18 @@ fn expand(item: &mut SelectItem) {
         return;
     };
     let name = function.name.to_string().to_lowercase();
-    let Some(short) = EXPANDED
+    let Some((short, as_array)) = EXPANDED
         .iter()
-        .find(|f| name == **f || name == format!("pg_catalog.{f}"))
+        .find(|(f, _)| name == *f || name == format!("pg_catalog.{f}"))
     else {
         return;
     };
     let alias = alias.unwrap_or_else(|| Ident::new(*short));
     let small_integers = integer_literals(function)
         .is_some_and(|values| values.iter().all(|v| i32::try_from(*v).is_ok()));
-    let mut expr = unnest(Expr::Function(function.clone()));
+    let mut call = function.clone();
+    call.name = ObjectName(vec![ObjectNamePart::Identifier(Ident::new(*as_array))]);
+    let mut expr = unnest(Expr::Function(call));
     // DataFusion's series is `bigint`; Postgres' of `integer` arguments is `integer`.
     if small_integers {
         expr = Expr::Cast {
@@ -151,6 +157,10 @@ mod tests {
         assert_eq!(
             rewritten("INSERT INTO t SELECT generate_series(1, 3000000000) AS n, 'x'"),
             "INSERT INTO t SELECT unnest(generate_series(1, 3000000000)) AS n, 'x'"
+        );
+        assert_eq!(
+            rewritten("SELECT regexp_split_to_table('a b', ' ')"),
+            "SELECT unnest(regexp_split_to_array('a b', ' ')) AS regexp_split_to_table"
         );
         // In FROM it is a table function already.
         assert_eq!(

@@ -58,3 +58,4 @@ SELECT json_object_agg(k, v) AS a, jsonb_object_agg(k, v) AS b FROM (VALUES ('b'
 SELECT regexp_split_to_array('a b  c', '\s+') AS a, regexp_split_to_array('abc', '') AS b, regexp_split_to_array('aXbxc', 'x', 'i') AS c, regexp_split_to_array(',a,', ',') AS d
 SELECT x FROM (VALUES (3), (1), (2)) v(x) ORDER BY x FETCH FIRST 2 ROWS ONLY
 SELECT x FROM (VALUES (3), (1), (2)) v(x) ORDER BY x OFFSET 1 ROWS FETCH NEXT ROW ONLY
+SELECT regexp_split_to_table('a b  c', '\s+') AS part, 1 AS one
