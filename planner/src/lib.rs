@@ -10,6 +10,7 @@
 //! - [`alter_statement`]: `ALTER ... RENAME TO`.
 //! - [`cursor_statement`]: `FETCH` and `MOVE` on a cursor.
 //! - [`pg_literals`]: Postgres' interval, bytea and float literal forms.
+//! - [`pg_types`]: the Postgres types held as another Arrow type; `uuid`'s text form.
 //! - [`names`]: `[database.]schema.name` resolved to Eddy's objects.
 //! - [`flink_windows`]: Flink's `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), ...))` forms, rewritten
 //!   into Eddy's before parsing.
@@ -33,6 +34,7 @@ pub mod index_statement;
 pub mod limits;
 pub mod names;
 pub mod pg_literals;
+pub mod pg_types;
 pub mod proctime_column;
 pub mod session;
 pub mod statement;

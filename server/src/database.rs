@@ -9,7 +9,7 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::{DFSchema, ParamValues, TableReference};
 use datafusion::datasource::TableType;
 use datafusion::execution::context::{SessionConfig, SessionContext};
-use datafusion::logical_expr::{DdlStatement, DmlStatement, LogicalPlan, WriteOp};
+use datafusion::logical_expr::{DdlStatement, DmlStatement, Expr, LogicalPlan, WriteOp};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::Statement;
@@ -146,6 +146,7 @@ impl Database {
         crate::interval_input::install(&ctx);
         crate::session_time_zone::install(&ctx);
         crate::similar_to::install(&ctx);
+        crate::interval_order::install(&ctx);
         crate::using_joins::install(&ctx);
         let catalog = ctx
             .catalog(DATABASE)
@@ -737,9 +738,17 @@ impl Database {
                 let assignments = projection
                     .expr
                     .iter()
-                    .map(|e| {
-                        self.ctx
-                            .create_physical_expr(e.clone(), projection.input.schema())
+                    .zip(def.schema.fields())
+                    .map(|(e, field)| {
+                        // A new value for a `uuid` column is stored in canonical form.
+                        let e = match e {
+                            Expr::Column(_) => e.clone(),
+                            _ if crate::pg_uuid::is_uuid(field) => {
+                                crate::pg_uuid::checked(e.clone())
+                            }
+                            _ => e.clone(),
+                        };
+                        self.ctx.create_physical_expr(e, projection.input.schema())
                     })
                     .collect::<datafusion::error::Result<Vec<_>>>()?;
                 let predicate = self.dml_predicate(&projection.input)?;
@@ -811,5 +820,5 @@ pub(crate) fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBa
         ServerError::new(code, e.to_string())
     })?;
     crate::pg_column_types::check_values(&batch, schema)?;
-    Ok(batch)
+    crate::pg_column_types::canonical_values(batch)
 }

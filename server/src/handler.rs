@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use arrow_pg::datatypes::into_pg_type;
 use async_trait::async_trait;
-use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef};
 use datafusion::common::ParamValues;
 use datafusion::sql::sqlparser::ast::Statement;
 use eddy_planner::limits::StatementLimits;
@@ -35,8 +35,9 @@ use crate::{copy, cursors, pg_encoding, protocol_statements, session, session_ti
 #[derive(Clone, Debug)]
 pub struct PreparedStatement {
     parsed: ParsedStatement,
-    /// Parameter types as DataFusion inferred them (by position).
-    parameter_types: Vec<Option<DataType>>,
+    /// Parameter types as DataFusion inferred them (by position), with Eddy's markings
+    /// (`uuid`, `jsonb`: see [`crate::pg_column_types`]).
+    parameter_types: Vec<Option<FieldRef>>,
     /// The result's columns, for statements that return rows.
     schema: Option<SchemaRef>,
 }
@@ -365,7 +366,10 @@ impl QueryParser for EddyQueryParser {
             .parameter_types
             .iter()
             .map(|t| match t {
-                Some(t) => into_pg_type(t),
+                Some(field) => match crate::pg_column_types::marked_type(field) {
+                    Some(marked) => Ok(marked),
+                    None => into_pg_type(field.data_type()),
+                },
                 None => Ok(Type::UNKNOWN),
             })
             .collect::<PgWireResult<Vec<Type>>>()?;
@@ -408,7 +412,7 @@ impl EddyQueryParser {
     pub(crate) async fn describe(
         &self,
         parsed: &ParsedStatement,
-    ) -> Result<(Vec<Option<DataType>>, Option<SchemaRef>), ServerError> {
+    ) -> Result<(Vec<Option<FieldRef>>, Option<SchemaRef>), ServerError> {
         let statement = match &parsed.statement {
             EddyStatement::Sql(statement) => statement,
             EddyStatement::ShowTables
@@ -447,8 +451,8 @@ impl EddyQueryParser {
             return Ok((vec![], None));
         }
         let plan = self.db.plan_statement(statement, None).await?;
-        let types = plan.get_parameter_types()?;
-        let mut positional: Vec<(usize, Option<DataType>)> = types
+        let types = plan.get_parameter_fields()?;
+        let mut positional: Vec<(usize, Option<FieldRef>)> = types
             .into_iter()
             .filter_map(|(name, t)| {
                 name.trim_start_matches('$')
@@ -475,7 +479,7 @@ impl EddyQueryParser {
                         &expr,
                         &datafusion::common::DFSchema::empty(),
                     ) {
-                        *slot = Some(field.data_type().clone());
+                        *slot = Some(field);
                     }
                 }
             }
@@ -547,10 +551,18 @@ impl ExtendedQueryHandler for EddyHandler {
         let inferred: Vec<Option<&DataType>> = statement
             .parameter_types
             .iter()
-            .map(|t| t.as_ref())
+            .map(|t| t.as_ref().map(|field| field.data_type()))
             .collect();
         let params = if portal.parameter_len() > 0 {
-            Some(crate::parameters::decode(portal, &inferred)?)
+            let marked: Vec<Option<Type>> = statement
+                .parameter_types
+                .iter()
+                .map(|t| {
+                    t.as_ref()
+                        .and_then(|f| crate::pg_column_types::marked_type(f))
+                })
+                .collect();
+            Some(crate::parameters::decode(portal, &inferred, &marked)?)
         } else {
             None
         };

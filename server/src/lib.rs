@@ -23,7 +23,8 @@
 //! - [`pg_catalog`], [`pg_keys`], [`pg_functions`], [`pg_text_functions`] and
 //!   [`information_schema`]: what drivers and BI tools read about the database;
 //!   [`pg_json`] (`->`, `->>`), [`pg_interval_arithmetic`] (`interval * number`),
-//!   [`pg_typeof`], [`pg_sizes`] and [`pg_regtype`] (`regtype` as names); [`pg_foreign`]: sources as
+//!   [`interval_order`] (intervals compared by length),
+//!   [`pg_typeof`], [`pg_uuid`], [`pg_sizes`] and [`pg_regtype`] (`regtype` as names); [`pg_foreign`]: sources as
 //!   foreign tables.
 //! - [`database`]: statement dispatch — DDL and DML to the engine, queries to DataFusion.
 //! - [`create_table_as`]: `CREATE TABLE ... AS SELECT`.
@@ -71,6 +72,7 @@ pub mod information_schema;
 pub mod int_literals;
 pub mod integer_casts;
 pub mod interval_input;
+pub mod interval_order;
 pub mod key_ranges;
 pub mod limits;
 pub mod login_throttle;
@@ -108,6 +110,7 @@ pub mod pg_text_functions;
 pub mod pg_timestamp_input;
 pub mod pg_to_char;
 pub mod pg_typeof;
+pub mod pg_uuid;
 pub mod pg_views;
 pub mod plain_views;
 pub mod portal_execute;

@@ -239,6 +239,7 @@ fn type_name(data_type: &DataType) -> String {
         T::Interval { .. } => "interval".into(),
         T::JSON => "json".into(),
         T::JSONB => "jsonb".into(),
+        T::Uuid => "uuid".into(),
         T::Array(element) => match element {
             datafusion::sql::sqlparser::ast::ArrayElemTypeDef::SquareBracket(inner, _)
             | datafusion::sql::sqlparser::ast::ArrayElemTypeDef::AngleBracket(inner)

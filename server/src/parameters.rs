@@ -1,6 +1,7 @@
-//! Bound parameters as DataFusion values. `arrow-pg` decodes them, except JSON and JSONB
-//! (Postgres.js and others send `sql.json(...)` as `jsonb`), which it cannot read: those are
-//! decoded as the text they are (binary jsonb: a version byte, then the text).
+//! Bound parameters as DataFusion values. `arrow-pg` decodes them, except JSON, JSONB
+//! (Postgres.js and others send `sql.json(...)` as `jsonb`) and UUID, which it cannot read:
+//! those are decoded as the text Eddy holds them as (binary jsonb: a version byte, then the
+//! text; binary uuid: 16 bytes, as canonical text).
 
 use std::sync::Arc;
 
@@ -12,29 +13,49 @@ use pgwire::api::stmt::StoredStatement;
 use pgwire::api::Type;
 use pgwire::error::PgWireResult;
 
-fn is_json(t: &Option<Type>) -> bool {
-    matches!(t, Some(t) if *t == Type::JSON || *t == Type::JSONB)
+fn is_text_held(t: &Option<Type>) -> bool {
+    matches!(t, Some(t) if *t == Type::JSON || *t == Type::JSONB || *t == Type::UUID)
 }
 
-/// The portal's parameters, typed by the client's declared types or DataFusion's inference.
+/// The portal's parameters, typed by the client's declared types or DataFusion's inference
+/// (`marked`: the types Describe gave where a marking says more, as for `id = $1` of a `uuid`
+/// column: a client that left a type out sends the value in the type it was told).
 pub fn decode<S: Clone>(
     portal: &Portal<S>,
     inferred: &[Option<&DataType>],
+    marked: &[Option<Type>],
 ) -> PgWireResult<ParamValues> {
     let declared = &portal.statement.parameter_types;
-    if !declared.iter().any(is_json) {
+    let count = declared.len().max(marked.len());
+    let mut types: Vec<Option<Type>> = (0..count)
+        .map(|i| match declared.get(i).cloned().flatten() {
+            Some(t) if t != Type::UNKNOWN => Some(t),
+            _ => marked
+                .get(i)
+                .cloned()
+                .flatten()
+                .filter(|t| is_text_held(&Some(t.clone()))),
+        })
+        .collect();
+    if !types.iter().any(is_text_held) {
         return deserialize_parameters(portal, inferred);
     }
-    let mut types = declared.clone();
+    types.truncate(portal.parameters.len().max(declared.len()));
     let mut values = portal.parameters.clone();
     for (i, t) in types.iter_mut().enumerate() {
-        if !is_json(t) {
+        if !is_text_held(t) {
             continue;
         }
-        if *t == Some(Type::JSONB) && portal.parameter_format.is_binary(i) {
+        let binary = portal.parameter_format.is_binary(i);
+        if *t == Some(Type::JSONB) && binary {
             if let Some(Some(bytes)) = values.get_mut(i) {
                 // jsonb's binary form: version 1, then the JSON text.
                 *bytes = bytes.slice(1.min(bytes.len())..);
+            }
+        }
+        if *t == Some(Type::UUID) {
+            if let Some(Some(bytes)) = values.get_mut(i) {
+                *bytes = uuid_text(bytes, binary)?.into();
             }
         }
         *t = Some(Type::TEXT);
@@ -46,6 +67,25 @@ pub fn decode<S: Clone>(
     as_text.parameter_format = portal.parameter_format.clone();
     as_text.parameters = values;
     deserialize_parameters(&as_text, inferred)
+}
+
+/// A uuid parameter as its canonical text: from its 16 bytes, or from text in any form
+/// Postgres reads.
+fn uuid_text(bytes: &[u8], binary: bool) -> PgWireResult<String> {
+    let text = if binary {
+        let bytes: [u8; 16] = bytes.try_into().map_err(|_| {
+            crate::error::ServerError::new(
+                "22P03",
+                format!("a binary uuid has 16 bytes, not {}", bytes.len()),
+            )
+            .into_pgwire()
+        })?;
+        crate::pg_uuid::text(&bytes)
+    } else {
+        let text = String::from_utf8_lossy(bytes);
+        crate::pg_uuid::canonical(&text).map_err(|e| e.into_pgwire())?
+    };
+    Ok(text)
 }
 
 /// Parameters cast to `oid` or `oid[]` (`$1::oid[]`), which Postgres describes as those types.

@@ -10,13 +10,21 @@
 //!   scale instead. Casts of other types (`21::numeric`, `x::float8::numeric`) keep the
 //!   unconstrained form, which prints them as Postgres does (`21`, `0.1`).
 //!
+//! - `CAST(x AS uuid)` checks and canonicalizes `x` ([`crate::pg_uuid`]).
+//! - `CAST(x AS text)` of a `jsonb`, `uuid` or `varchar` is a `text`.
+//!
 //! A write's casts to its table's column types and a VALUES list's are left as they are.
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, DECIMAL128_MAX_PRECISION};
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, Result};
+use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::{lit, Cast, Expr, ExprSchemable, LogicalPlan};
 
+use crate::pg_column_types::PG_TYPE_KEY;
 use crate::pg_text::UNCONSTRAINED_NUMERIC;
 
 /// The length of a cast's `varchar(n)` target.
@@ -34,12 +42,15 @@ pub fn as_postgres_casts(plan: LogicalPlan) -> Result<LogicalPlan> {
     // A write casts its values to its table's column types, and these it must keep; what
     // it stores in an unconstrained column has that column's scale anyway.
     if matches!(plan, LogicalPlan::Dml(_)) {
-        return Ok(plan);
+        return uuid_inputs(plan);
     }
     let rewritten = plan.transform_up_with_subqueries(|node| {
-        // A VALUES list's type is fixed when it is planned: its casts stay.
+        // A VALUES list's type is fixed when it is planned: its casts stay, but for those
+        // to `uuid`, whose check leaves the type as it is.
         if matches!(node, LogicalPlan::Values(_)) {
-            return Ok(Transformed::no(node));
+            return node.map_expressions(|expr| {
+                expr.transform_up(|e| crate::pg_uuid::uuid_input(e, None))
+            });
         }
         let inputs = node.inputs();
         let schema: Option<DFSchema> = match inputs.as_slice() {
@@ -47,7 +58,10 @@ pub fn as_postgres_casts(plan: LogicalPlan) -> Result<LogicalPlan> {
             _ => None,
         };
         let node = node.map_expressions(|expr| {
-            expr.transform_up(|expr| postgres_cast(expr, schema.as_ref()))
+            expr.transform_up(|expr| {
+                crate::pg_uuid::uuid_input(expr, schema.as_ref())?
+                    .transform_data(|expr| postgres_cast(expr, schema.as_ref()))
+            })
         })?;
         if node.transformed {
             // A projection's or aggregate's schema names the old cast's type.
@@ -55,6 +69,51 @@ pub fn as_postgres_casts(plan: LogicalPlan) -> Result<LogicalPlan> {
         } else {
             Ok(node)
         }
+    })?;
+    Ok(rewritten.data)
+}
+
+/// A cast to `text` of a marked string (`doc::text` of a `jsonb`, `id::text` of a `uuid`),
+/// marked `text` so that its result is no longer the input's type: DataFusion sees a cast
+/// from a string to a string, and would keep the input's marking.
+fn unmarked_text(cast: &Cast, schema: Option<&DFSchema>) -> Option<Expr> {
+    let is_string = matches!(
+        cast.field.data_type(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    );
+    if !is_string || !cast.field.metadata().is_empty() {
+        return None;
+    }
+    let empty = DFSchema::empty();
+    let (_, inner) = cast.expr.to_field(schema.unwrap_or(&empty)).ok()?;
+    let input = match crate::pg_column_types::marked_type(&inner)? {
+        // A jsonb's text is its normal form, as it prints.
+        pgwire::api::Type::JSONB => Expr::ScalarFunction(ScalarFunction::new_udf(
+            Arc::new(crate::pg_json_build::jsonb_out()),
+            vec![cast.expr.as_ref().clone()],
+        )),
+        _ => cast.expr.as_ref().clone(),
+    };
+    let text = HashMap::from([(PG_TYPE_KEY.to_string(), "text".to_string())]);
+    let field = cast.field.as_ref().clone().with_metadata(text);
+    Some(Expr::Cast(Cast::new_from_field(
+        Box::new(input),
+        Arc::new(field),
+    )))
+}
+
+/// A write's `uuid` inputs made canonical (`DELETE ... WHERE id = 'A0EE...'`): the one
+/// rewrite that leaves every type as it is.
+fn uuid_inputs(plan: LogicalPlan) -> Result<LogicalPlan> {
+    let rewritten = plan.transform_up_with_subqueries(|node| {
+        let inputs = node.inputs();
+        let schema: Option<DFSchema> = match inputs.as_slice() {
+            [input] => Some(input.schema().as_ref().clone()),
+            _ => None,
+        };
+        node.map_expressions(|expr| {
+            expr.transform_up(|e| crate::pg_uuid::uuid_input(e, schema.as_ref()))
+        })
     })?;
     Ok(rewritten.data)
 }
@@ -74,6 +133,9 @@ fn postgres_cast(expr: Expr, schema: Option<&DFSchema>) -> Result<Transformed<Ex
             Box::new(cut),
             cast.field.clone(),
         ))));
+    }
+    if let Some(unmarked) = unmarked_text(cast, schema) {
+        return Ok(Transformed::yes(unmarked));
     }
     let unconstrained = DataType::Decimal128(UNCONSTRAINED_NUMERIC.0, UNCONSTRAINED_NUMERIC.1);
     if cast.field.data_type() != &unconstrained || !cast.field.metadata().is_empty() {

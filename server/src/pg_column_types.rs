@@ -1,5 +1,5 @@
-//! Postgres types that share an Arrow type with another: `varchar(n)` and `json`/`jsonb` are
-//! Arrow strings like `text`, `numeric(p, s)` a decimal like unconstrained `numeric`. The type
+//! Postgres types that share an Arrow type with another: `varchar(n)`, `json`/`jsonb` and
+//! `uuid` are Arrow strings like `text`, `numeric(p, s)` a decimal like unconstrained `numeric`. The type
 //! planner marks such columns in their field's metadata (the type, and Postgres' type
 //! modifier), which DataFusion keeps wherever a column is read as it is. From the marking, a
 //! result describes the column as Postgres does (`character varying`, `jsonb`), the catalogs
@@ -17,8 +17,7 @@ use pgwire::api::Type;
 
 use crate::error::ServerError;
 
-/// The field metadata naming the Postgres type (`varchar`, `json`, `jsonb`).
-pub const PG_TYPE_KEY: &str = "eddy.pg_type";
+pub use eddy_planner::pg_types::PG_TYPE_KEY;
 /// The field metadata holding Postgres' type modifier (`atttypmod`).
 pub const PG_TYPMOD_KEY: &str = "eddy.pg_typmod";
 
@@ -51,6 +50,7 @@ pub fn planned_field(sql_type: &SqlDataType) -> Option<FieldRef> {
         }
         SqlDataType::JSON => marked(DataType::Utf8, Some("json"), None),
         SqlDataType::JSONB => marked(DataType::Utf8, Some("jsonb"), None),
+        SqlDataType::Uuid => marked(DataType::Utf8, Some("uuid"), None),
         SqlDataType::Numeric(info) | SqlDataType::Decimal(info) | SqlDataType::Dec(info) => {
             let (precision, scale) = match info {
                 ExactNumberInfo::Precision(p) => (*p, 0),
@@ -85,6 +85,7 @@ pub fn marked_type(field: &Field) -> Option<Type> {
         "varchar" => Some(Type::VARCHAR),
         "json" => Some(Type::JSON),
         "jsonb" => Some(Type::JSONB),
+        "uuid" => Some(Type::UUID),
         _ => None,
     }
 }
@@ -114,6 +115,7 @@ pub fn type_name(field: &Field) -> String {
         (Some(Type::VARCHAR), _) => "character varying".to_string(),
         (Some(Type::JSON), _) => "json".to_string(),
         (Some(Type::JSONB), _) => "jsonb".to_string(),
+        (Some(Type::UUID), _) => "uuid".to_string(),
         (_, DataType::Decimal128(p, s)) if typmod >= 4 => format!("numeric({p},{s})"),
         (_, data_type) => crate::pg_typeof::pg_type_name(data_type),
     }
@@ -155,6 +157,30 @@ pub fn check_values(batch: &RecordBatch, schema: &Schema) -> Result<(), ServerEr
         }
     }
     Ok(())
+}
+
+/// A batch about to be written, with each `uuid` column's values in their canonical text
+/// (`A0EE...` is stored as `a0ee...`, as Postgres stores it); input that is not a uuid is
+/// refused (22P02).
+pub fn canonical_values(batch: RecordBatch) -> Result<RecordBatch, ServerError> {
+    let schema = batch.schema();
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| marked_type(f) == Some(Type::UUID))
+    {
+        return Ok(batch);
+    }
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(column, field)| match marked_type(field) {
+            Some(Type::UUID) => crate::pg_uuid::canonical_column(column),
+            _ => Ok(column.clone()),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(schema, columns).map_err(|e| ServerError::internal(e.to_string()))
 }
 
 /// `pg_attribute` rows with the declared type and modifier of each marked column of a user

@@ -1,6 +1,7 @@
 //! Rows of a result (or of `COPY ... TO STDOUT`) encoded for the wire: `arrow-pg` encodes
-//! every value, except the text of the types [`crate::pg_text`] prints as Postgres does and
-//! `NUMERIC` in binary (each value with its own scale, any of Arrow's 38 digits).
+//! every value, except the text of the types [`crate::pg_text`] prints as Postgres does,
+//! `NUMERIC` in binary (each value with its own scale, any of Arrow's 38 digits), `json`,
+//! `jsonb` and `uuid`.
 
 use std::error::Error;
 use std::sync::Arc;
@@ -27,6 +28,8 @@ enum BinaryForm {
     Numeric,
     /// `jsonb`: a version byte (1), then the text.
     Jsonb,
+    /// `uuid`: its 16 bytes.
+    Uuid,
 }
 
 /// A value already rendered as Postgres text.
@@ -61,6 +64,11 @@ impl ToSql for Rendered<'_> {
                 out.put_slice(self.text.as_bytes());
             }
             BinaryForm::Text => out.put_slice(self.text.as_bytes()),
+            BinaryForm::Uuid => {
+                let bytes = crate::pg_uuid::parse(self.text)
+                    .ok_or_else(|| format!("not a uuid: \"{}\"", self.text))?;
+                out.put_slice(&bytes);
+            }
         }
         Ok(IsNull::No)
     }
@@ -92,6 +100,11 @@ fn prepare(batch: &RecordBatch, fields: &[FieldInfo], options: &FormatOptions) -
             let binary = field.format() == FieldFormat::Binary;
             if let Some(column) = json_column(array, field.datatype()) {
                 return column;
+            }
+            if field.datatype() == &Type::UUID {
+                if let Some(column) = as_rendered(array, BinaryForm::Uuid) {
+                    return column;
+                }
             }
             match (binary, array.data_type()) {
                 (false, _) => match pg_text::column_text(array, options) {
@@ -151,6 +164,16 @@ fn json_column(array: &dyn Array, pg_type: &Type) -> Option<Column> {
             BinaryForm::Text
         },
     })
+}
+
+/// A column of strings rendered as they are, sent in binary as `binary` says.
+fn as_rendered(array: &dyn Array, binary: BinaryForm) -> Option<Column> {
+    let text = datafusion::arrow::compute::cast(array, &DataType::Utf8).ok()?;
+    let text = text.as_string::<i32>();
+    let values = (0..text.len())
+        .map(|i| text.is_valid(i).then(|| text.value(i).to_string()))
+        .collect();
+    Some(Column::Rendered { values, binary })
 }
 
 /// Encodes every row of a batch with `encoder` (DataRows, or COPY lines).

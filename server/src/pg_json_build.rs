@@ -72,6 +72,20 @@ pub(crate) fn register(ctx: &SessionContext) {
     }
 }
 
+/// `jsonb_out(doc)`: a jsonb's text as Postgres prints it (`{"a": 1}`, keys shortest first),
+/// what a cast of a `jsonb` to `text` gives.
+pub(crate) fn jsonb_out() -> ScalarUDF {
+    function(
+        "jsonb_out",
+        &[vec![DataType::Null]],
+        DataType::Utf8,
+        |args, rows| {
+            let texts = (0..rows).map(|i| Ok(parsed(&args[0], i)?.map(|v| jsonb_text(&v))));
+            Ok(Arc::new(texts.collect::<Result<StringArray>>()?) as ArrayRef)
+        },
+    )
+}
+
 /// `udf` with its result described as `json` or `jsonb` (a marked text column).
 pub(crate) fn typed_json(udf: ScalarUDF, jsonb: bool) -> ScalarUDF {
     ScalarUDF::new_from_impl(TypedJson {

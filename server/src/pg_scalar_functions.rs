@@ -1,8 +1,7 @@
 //! Everyday Postgres functions that DataFusion lacks, names differently or computes
 //! otherwise: `every`, `variance`, `sign`, `mod`, `num_nulls`, `num_nonnulls`, `scale`,
-//! `quote_literal`, `quote_nullable`, `quote_ident`, `regexp_split_to_array`, `width_bucket`,
-//! `gen_random_uuid` (dates and intervals: [`crate::pg_date_functions`]); `round` of a float
-//! rounds half to even,
+//! `quote_literal`, `quote_nullable`, `quote_ident`, `regexp_split_to_array`, `width_bucket`
+//! (dates and intervals: [`crate::pg_date_functions`]); `round` of a float rounds half to even,
 //! `array_remove` removes every match (DataFusion's removes the first), and `encode`/`decode`
 //! in `base64` pad as Postgres does.
 
@@ -37,10 +36,8 @@ pub(crate) fn register(ctx: &SessionContext) -> Result<()> {
         let udaf = ctx.udaf(name)?.as_ref().clone().with_aliases([alias]);
         ctx.register_udaf(udaf);
     }
-    for (name, alias) in [("signum", "sign"), ("uuid", "gen_random_uuid")] {
-        let udf = ctx.udf(name)?.as_ref().clone().with_aliases([alias]);
-        ctx.register_udf(udf);
-    }
+    let sign = ctx.udf("signum")?.as_ref().clone().with_aliases(["sign"]);
+    ctx.register_udf(sign);
     ctx.register_udf(ScalarUDF::new_from_impl(Modulo {
         signature: Signature::user_defined(Volatility::Immutable),
     }));

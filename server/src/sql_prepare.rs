@@ -72,6 +72,10 @@ pub async fn prepare<C: ClientInfo>(
         EddyStatement::Fetch(_) => vec![],
         _ => parser.describe(&inner).await?.0,
     };
+    let inferred: Vec<Option<DataType>> = inferred
+        .into_iter()
+        .map(|field| field.map(|f| f.data_type().clone()))
+        .collect();
     let declared = declared_types(statement);
     let parameters = (0..declared.len().max(inferred.len()))
         .map(

@@ -1,6 +1,6 @@
 """Python's Postgres stack against a running eddy: psycopg 3 with parameters and prepared
 statements, psycopg 2's named (server-side) cursors, asyncpg's arrays (read after its type
-introspection), SQLAlchemy's inspector and stream_results, pandas.read_sql of a materialized view, pgcli's completion queries. Run by sqllogictest/tests/clients.rs with
+introspection), uuids with both, SQLAlchemy's inspector and stream_results, pandas.read_sql of a materialized view, pgcli's completion queries. Run by sqllogictest/tests/clients.rs with
 EDDY_PORT set; exits non-zero (with the failing check) on any mismatch."""
 
 import asyncio
@@ -8,6 +8,7 @@ import datetime
 import decimal
 import os
 import sys
+import uuid
 
 import asyncpg
 import pandas
@@ -221,8 +222,58 @@ async def asyncpg_arrays():
         await conn.close()
 
 
+def psycopg_uuids():
+    """psycopg 3 sends uuid.UUID parameters typed uuid and reads uuid columns back as
+    uuid.UUID, in text and in binary."""
+    first, second = uuid.UUID("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"), uuid.uuid4()
+    with psycopg.connect(host="127.0.0.1", port=PORT, user=USER, password=PASSWORD,
+                         dbname="dev", autocommit=True) as conn:
+        conn.execute("CREATE TABLE accounts (id UUID PRIMARY KEY, owner TEXT)")
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO accounts VALUES (%s, %s)",
+                            [(first, "ann"), (second, "bob")])
+        # Upper case, as some applications write them: read as Postgres reads it.
+        conn.execute("INSERT INTO accounts VALUES ('C0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', 'cy')")
+        for binary in (True, False):
+            with conn.cursor(binary=binary) as cur:
+                cur.execute("SELECT id, owner FROM accounts WHERE id = %s", (first,))
+                check(f"psycopg: a uuid key by parameter ({'binary' if binary else 'text'})",
+                      cur.fetchall(), [(first, "ann")])
+                cur.execute("SELECT id FROM accounts WHERE owner = 'cy'")
+                check(f"psycopg: a uuid read back ({'binary' if binary else 'text'})",
+                      cur.fetchone(), (uuid.UUID("c0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"),))
+        row = conn.execute("SELECT gen_random_uuid()").fetchone()
+        check("psycopg: gen_random_uuid() is a version 4 uuid", row[0].version, 4)
+        try:
+            conn.execute("INSERT INTO accounts VALUES (%s, 'dan')", ("not-a-uuid",))
+            sys.exit("psycopg: a bad uuid raised nothing")
+        except psycopg.errors.InvalidTextRepresentation:
+            print("ok: psycopg: a bad uuid raises InvalidTextRepresentation")
+
+
+async def asyncpg_uuids():
+    """asyncpg encodes and decodes uuid in binary (16 bytes), by the types Describe gives."""
+    conn = await asyncpg.connect(host="127.0.0.1", port=PORT, user=USER,
+                                 password=PASSWORD or None, database="dev")
+    try:
+        key = uuid.UUID("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11")
+        rows = await conn.fetch("SELECT id, owner FROM accounts WHERE id = $1", key)
+        check("asyncpg: a uuid key by parameter", [tuple(r) for r in rows], [(key, "ann")])
+        fresh = uuid.uuid4()
+        await conn.execute("INSERT INTO accounts VALUES ($1, $2)", fresh, "eve")
+        value = await conn.fetchval("SELECT id FROM accounts WHERE owner = $1", "eve")
+        check("asyncpg: a uuid written and read back", value, fresh)
+        value = await conn.fetchval("SELECT $1::uuid", key)
+        check("asyncpg: a parameter cast to uuid", value, key)
+        await conn.execute("DROP TABLE accounts")
+    finally:
+        await conn.close()
+
+
 psycopg_with_parameters()
 asyncio.run(asyncpg_arrays())
+psycopg_uuids()
+asyncio.run(asyncpg_uuids())
 pgcli_completion_metadata()
 psycopg_prepared_then_rollback()
 psycopg2_named_cursor()

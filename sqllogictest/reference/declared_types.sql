@@ -11,6 +11,8 @@ INSERT INTO declared_types VALUES (5, 'a', 'x', 1, '[]', 'nope')
 SELECT id, title, kind, price, doc, raw FROM declared_types ORDER BY id
 SELECT pg_typeof(title)::text AS a, pg_typeof(doc)::text AS b, pg_typeof(raw)::text AS c, pg_typeof(price)::text AS d FROM declared_types WHERE id = 1
 SELECT '{"z": 1, "a": 2}'::jsonb AS j, 'x'::varchar AS v
+-- A cast to text is a text, whatever the declared type it reads.
+SELECT doc::text AS a, title::text AS b, CAST(raw AS TEXT) AS c, pg_typeof(doc::text)::text AS d FROM declared_types WHERE id = 1
 -- CASE and COALESCE keep a declared type their branches share (a string literal takes it).
 SELECT COALESCE(title, 'x') AS a, CASE WHEN id = 1 THEN title ELSE NULL END AS b, COALESCE(doc, '{}') AS d, CASE WHEN true THEN title ELSE 'x'::text END AS f FROM declared_types ORDER BY id
 -- A cast to varchar(n) keeps the first n characters.

@@ -59,3 +59,7 @@ SELECT regexp_split_to_array('a b  c', '\s+') AS a, regexp_split_to_array('abc',
 SELECT x FROM (VALUES (3), (1), (2)) v(x) ORDER BY x FETCH FIRST 2 ROWS ONLY
 SELECT x FROM (VALUES (3), (1), (2)) v(x) ORDER BY x OFFSET 1 ROWS FETCH NEXT ROW ONLY
 SELECT regexp_split_to_table('a b  c', '\s+') AS part, 1 AS one
+-- Intervals compare and sort by length: a month is 30 days, a day 24 hours.
+SELECT interval '1 month' = interval '30 days' AS a, interval '1 month' > interval '29 days' AS b, interval '1 day' = interval '24 hours' AS c, interval '1 month 1 day' > interval '31 days' AS d, interval '-1 day' < interval '1 hour' AS e
+SELECT x FROM (VALUES (interval '1 month'), (interval '31 days'), (interval '29 days'), (interval '25 hours'), (NULL)) v(x) ORDER BY x DESC NULLS LAST
+SELECT x FROM (VALUES (interval '1 month'), (interval '31 days')) v(x) WHERE x > interval '30 days'

@@ -3,7 +3,8 @@
 //! A batch of messages is decoded in one go; only when that fails is it decoded message by
 //! message, so one bad message becomes a dead letter and the rest go on. Timestamp columns are
 //! read as text first and then parsed as RFC 3339, `YYYY-MM-DD HH:MM:SS[.ffffff]` or epoch
-//! milliseconds (all digits), vectorized.
+//! milliseconds (all digits), vectorized. A `uuid` column's values are made canonical (lower
+//! case, hyphenated), and a message with one that is not a uuid is a dead letter.
 
 use std::sync::{Arc, Mutex};
 
@@ -79,7 +80,7 @@ impl Decoder {
             Ok(rows) => (rows, (0..messages.len()).collect(), Vec::new()),
             Err(_) => self.decode_one_by_one(messages),
         };
-        match self.parse_timestamps(&text_rows) {
+        match self.read_typed_columns(&text_rows) {
             Ok((rows, failures)) if failures.is_empty() => Decoded { rows, good, bad },
             Ok((rows, failures)) => {
                 let mut keep = vec![true; rows.num_rows()];
@@ -221,9 +222,9 @@ impl Decoder {
         (rows, good, bad)
     }
 
-    /// Parses the text timestamp columns; returns the rows in the declared schema and the
-    /// rows whose timestamps could not be parsed.
-    fn parse_timestamps(
+    /// Parses the text timestamp columns and canonicalizes the uuid ones; returns the rows in
+    /// the declared schema and the rows whose values could not be read.
+    fn read_typed_columns(
         &self,
         text: &RecordBatch,
     ) -> Result<(RecordBatch, Vec<(usize, String)>), ArrowError> {
@@ -248,6 +249,30 @@ impl Decoder {
                         }
                     }
                     columns.push(parsed);
+                }
+                DataType::Utf8 if eddy_planner::pg_types::is_uuid(field) => {
+                    let strings = column.as_string::<i32>();
+                    let mut canonical = Vec::with_capacity(strings.len());
+                    for row in 0..strings.len() {
+                        if strings.is_null(row) {
+                            canonical.push(None);
+                            continue;
+                        }
+                        let value = strings.value(row);
+                        match eddy_planner::pg_types::parse_uuid(value) {
+                            Some(bytes) => {
+                                canonical.push(Some(eddy_planner::pg_types::uuid_text(&bytes)))
+                            }
+                            None => {
+                                canonical.push(None);
+                                failures.push((
+                                    row,
+                                    format!("bad uuid {value:?} for column {}", field.name()),
+                                ));
+                            }
+                        }
+                    }
+                    columns.push(Arc::new(StringArray::from(canonical)));
                 }
                 _ => columns.push(column.clone()),
             }
@@ -566,6 +591,32 @@ mod tests {
         assert_eq!(ts.value(2), 1_704_067_204_000_000);
         // A missing field is NULL.
         assert!(decoded.rows.column(1).is_null(1));
+    }
+
+    #[test]
+    fn uuid_columns_are_canonical_and_bad_ones_are_dead_letters() {
+        let metadata = std::collections::HashMap::from([(
+            eddy_planner::pg_types::PG_TYPE_KEY.to_string(),
+            "uuid".to_string(),
+        )]);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, true).with_metadata(metadata)
+        ]));
+        let decoder = Decoder::new(schema, Encode::Json);
+        let messages: Vec<&[u8]> = vec![
+            br#"{"id": "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"}"#,
+            br#"{"id": "not a uuid"}"#,
+            br#"{"id": null}"#,
+            br#"{"id": "{a0eebc999c0b4ef8bb6d6bb9bd380a12}"}"#,
+        ];
+        let decoded = decoder.decode(&messages);
+        assert_eq!(decoded.good, vec![0, 2, 3]);
+        assert_eq!(decoded.bad.len(), 1);
+        assert!(decoded.bad[0].1.contains("bad uuid"), "{:?}", decoded.bad);
+        let ids = decoded.rows.column(0).as_string::<i32>();
+        assert_eq!(ids.value(0), "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
+        assert!(ids.is_null(1));
+        assert_eq!(ids.value(2), "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a12");
     }
 
     #[test]
