@@ -10,8 +10,10 @@
 //! - [`alter_statement`]: `ALTER ... RENAME TO`.
 //! - [`cursor_statement`]: `FETCH` and `MOVE` on a cursor.
 //! - [`pg_literals`]: Postgres' interval, bytea and float literal forms.
+//! - [`pg_operators`]: Postgres' prefix operators and `^@` as function calls.
 //! - [`pg_types`]: the Postgres types held as another Arrow type; `uuid`'s text form.
 //! - [`names`]: `[database.]schema.name` resolved to Eddy's objects.
+//! - [`between_symmetric`]: `BETWEEN SYMMETRIC`, marked before parsing.
 //! - [`flink_windows`]: Flink's `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), ...))` forms, rewritten
 //!   into Eddy's before parsing.
 //! - [`temporal_joins`]: `FOR SYSTEM_TIME AS OF` and `ASOF JOIN`, rewritten into joins whose
@@ -25,6 +27,7 @@
 //! - [`explain`]: a stream plan as EXPLAIN's text.
 
 pub mod alter_statement;
+pub mod between_symmetric;
 pub mod cursor_statement;
 pub mod distinct_on;
 pub mod error;
@@ -34,6 +37,7 @@ pub mod index_statement;
 pub mod limits;
 pub mod names;
 pub mod pg_literals;
+pub mod pg_operators;
 pub mod pg_types;
 pub mod proctime_column;
 pub mod session;

@@ -10,7 +10,8 @@
 //!   fraction of a second (DataFusion's `date_part` drops it), a function the server
 //!   registers;
 //! - `x AT TIME ZONE zone` as `timezone(zone, x)`, Postgres' function (DataFusion's cast
-//!   only relabels the zone), which the server registers too.
+//!   only relabels the zone), which the server registers too;
+//! - Postgres' prefix operators, `^@` and `LOCALTIMESTAMP` ([`crate::pg_operators`]).
 
 use std::ops::ControlFlow;
 
@@ -105,7 +106,7 @@ fn normalize_expr(expr: &mut Expr) {
                 _ => {}
             }
         }
-        _ => {}
+        _ => crate::pg_operators::normalize(expr),
     }
 }
 
@@ -117,7 +118,7 @@ fn hex_decode(hex: &str) -> datafusion::sql::sqlparser::ast::Function {
     }
 }
 
-fn parse_expr(sql: &str) -> Option<Expr> {
+pub(crate) fn parse_expr(sql: &str) -> Option<Expr> {
     datafusion::sql::sqlparser::parser::Parser::new(
         &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
     )

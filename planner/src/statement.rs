@@ -164,7 +164,8 @@ fn parse_tokens(tokens: Vec<Token>) -> Result<Vec<ParsedStatement>> {
             continue;
         }
         let text = render(&chunk).trim().to_string();
-        let mut statement = parse_one(rewrite_temporal_joins(rewrite_flink_windows(chunk))?)?;
+        let chunk = crate::between_symmetric::mark_symmetric(rewrite_flink_windows(chunk));
+        let mut statement = parse_one(rewrite_temporal_joins(chunk)?)?;
         normalize_literals(&mut statement);
         statements.push(ParsedStatement {
             statement,

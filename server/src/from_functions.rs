@@ -8,6 +8,10 @@
 //!   (`string_to_array(...) s` gives `s`); DataFusion takes only table functions there, so it
 //!   becomes `(SELECT f(...) AS s) AS s`.
 //!
+//! - A set-returning function with an array form (`regexp_split_to_table`, JSON's
+//!   `jsonb_array_elements`...: see [`crate::set_returning_selects`]) is a table of a row per
+//!   element, `(SELECT unnest(array form) AS column) AS alias`.
+//!
 //! Also `user` and `current_role` (keywords in Postgres, never columns unless quoted) are
 //! `current_user`.
 
@@ -59,12 +63,39 @@ impl VisitorMut for FromFunctions<'_> {
             }
             return ControlFlow::Continue(());
         }
+        // A set-returning function with an array form: a row per element.
+        if let Some((_, as_array)) = crate::set_returning_selects::array_form(&function)
+            .filter(|_| !ONE_COLUMN_TABLE_FUNCTIONS.contains(&function.as_str()))
+        {
+            let table = alias.as_ref().map_or(function.as_str(), |a| &a.name.value);
+            // JSON's elements come in a column named `value` (their OUT parameter's name);
+            // another function's column is named after the alias, as a scalar's is.
+            let named = alias.as_ref().and_then(|a| a.columns.first());
+            let column = match named {
+                Some(c) => c.name.value.as_str(),
+                None if function.contains("array_elements") => "value",
+                None => column.as_str(),
+            };
+            let args: Vec<String> = args.args.iter().map(|a| a.to_string()).collect();
+            let mut elements = format!("unnest({as_array}({}))", args.join(", "));
+            if let Some(element_type) = crate::pg_json_sets::element_type(&function) {
+                elements = format!("CAST({elements} AS {element_type})");
+            }
+            let sql = format!(
+                "SELECT * FROM (SELECT {elements} AS {}) AS {}",
+                quoted(column),
+                quoted(table)
+            );
+            if let Some(derived) = first_relation(&sql) {
+                *factor = derived;
+            }
+            return ControlFlow::Continue(());
+        }
         let is_table_function = self.state.table_functions().contains_key(&function);
         if is_table_function || !self.state.scalar_functions().contains_key(&function) {
             return ControlFlow::Continue(());
         }
         let args: Vec<String> = args.args.iter().map(|a| a.to_string()).collect();
-        let quoted = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
         let sql = format!(
             "SELECT * FROM (SELECT {function}({}) AS {col}) AS {col}",
             args.join(", "),
@@ -119,6 +150,10 @@ fn is_user(expr: &Expr) -> bool {
 fn is_current_role(expr: &Expr) -> bool {
     matches!(expr, Expr::Identifier(ident)
         if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("current_role"))
+}
+
+fn quoted(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// The first relation in the FROM of a `SELECT` written out.

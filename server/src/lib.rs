@@ -36,6 +36,7 @@
 //! - [`function_caps`]: functions that allocate by their arguments, checked (54000).
 //! - [`query_memory`]: each query's own memory pool (`--query-memory-limit`, 53200).
 //! - [`result_stream`]: a query's rows encoded as the client takes them.
+//! - [`subquery_names`]: the columns of subqueries in FROM and CTEs, named as Postgres names them.
 //! - [`system_tables`]: the `eddy_catalog` schema.
 //! - [`restore`]: how long this start took to bring the data back.
 //! - [`metrics`]: Prometheus metrics on an HTTP listener of their own.
@@ -100,7 +101,9 @@ pub mod pg_json;
 pub mod pg_json_agg;
 pub mod pg_json_build;
 pub mod pg_json_operators;
+pub mod pg_json_sets;
 pub mod pg_keys;
+pub mod pg_ordered_set_aggregates;
 pub mod pg_regtype;
 pub mod pg_scalar_functions;
 pub mod pg_sizes;
@@ -109,6 +112,7 @@ pub mod pg_text_cast;
 pub mod pg_text_functions;
 pub mod pg_timestamp_input;
 pub mod pg_to_char;
+pub mod pg_to_timestamp;
 pub mod pg_typeof;
 pub mod pg_uuid;
 pub mod pg_views;
@@ -130,6 +134,7 @@ pub mod similar_to;
 pub mod sources;
 pub mod sql_prepare;
 pub mod stored_scan;
+pub mod subquery_names;
 pub mod system_columns;
 pub mod system_tables;
 pub mod using_joins;

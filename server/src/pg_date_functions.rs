@@ -1,6 +1,6 @@
 //! Postgres' date and interval functions that DataFusion lacks: `isfinite`, `age` (years,
-//! months and days, as Postgres' `timestamp_age`), `make_timestamp` and the `justify_*`
-//! family.
+//! months and days, as Postgres' `timestamp_age`), `make_timestamp`, `clock_timestamp` and
+//! the `justify_*` family.
 
 use std::sync::Arc;
 
@@ -22,6 +22,22 @@ const DAYS_PER_MONTH: i32 = 30;
 
 pub(crate) fn register(ctx: &SessionContext) {
     let any_args = |n: usize| vec![vec![DataType::Null; n]];
+    // The time now, as the clock reads it when called (a `timestamptz`, as in Postgres).
+    ctx.register_udf(function(
+        "clock_timestamp",
+        &[vec![]],
+        DataType::Timestamp(
+            datafusion::arrow::datatypes::TimeUnit::Microsecond,
+            Some(crate::pg_timestamp_input::UTC.into()),
+        ),
+        |_, rows| {
+            let now = chrono::Utc::now().timestamp_micros();
+            Ok(Arc::new(
+                datafusion::arrow::array::TimestampMicrosecondArray::from(vec![now; rows])
+                    .with_timezone(crate::pg_timestamp_input::UTC),
+            ))
+        },
+    ));
     // Eddy's dates and timestamps have no infinities: every value is finite.
     ctx.register_udf(function(
         "isfinite",

@@ -312,6 +312,7 @@ pub(crate) fn register(
     ));
     crate::pg_text_functions::register(ctx);
     crate::pg_json_build::register(ctx);
+    crate::pg_json_sets::register(ctx);
     crate::pg_uuid::register(ctx);
     crate::pg_to_char::register(ctx);
     // A type's OID by name, NULL when there is no such type (drivers probe for hstore).

@@ -1,5 +1,5 @@
 //! Everyday Postgres functions that DataFusion lacks, names differently or computes
-//! otherwise: `every`, `variance`, `sign`, `mod`, `num_nulls`, `num_nonnulls`, `scale`,
+//! otherwise: `every`, `variance`, `sign`, `ceiling`, `mod`, `div`, `num_nulls`, `num_nonnulls`, `scale`,
 //! `quote_literal`, `quote_nullable`, `quote_ident`, `regexp_split_to_array`, `width_bucket`
 //! (dates and intervals: [`crate::pg_date_functions`]); `round` of a float rounds half to even,
 //! `array_remove` removes every match (DataFusion's removes the first), and `encode`/`decode`
@@ -8,11 +8,11 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Int32Array, ListBuilder, StringArray, StringBuilder,
+    Array, ArrayRef, AsArray, Decimal128Array, Int32Array, ListBuilder, StringArray, StringBuilder,
 };
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::compute::kernels::numeric;
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::datatypes::{DataType, Decimal128Type, Field, DECIMAL128_MAX_PRECISION};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, ScalarValue};
@@ -38,13 +38,20 @@ pub(crate) fn register(ctx: &SessionContext) -> Result<()> {
     }
     let sign = ctx.udf("signum")?.as_ref().clone().with_aliases(["sign"]);
     ctx.register_udf(sign);
+    let ceiling = ctx.udf("ceil")?.as_ref().clone().with_aliases(["ceiling"]);
+    ctx.register_udf(ceiling);
     ctx.register_udf(ScalarUDF::new_from_impl(Modulo {
+        signature: Signature::user_defined(Volatility::Immutable),
+    }));
+    ctx.register_udf(ScalarUDF::new_from_impl(Div {
         signature: Signature::user_defined(Volatility::Immutable),
     }));
     ctx.state_ref()
         .write()
         .register_function_rewrite(Arc::new(PostgresVariants))?;
     crate::pg_date_functions::register(ctx);
+    crate::pg_to_timestamp::register(ctx)?;
+    crate::pg_ordered_set_aggregates::register(ctx);
     let any_args = |n: usize| vec![vec![DataType::Null; n]];
     for (name, counts_nulls) in [("num_nulls", true), ("num_nonnulls", false)] {
         ctx.register_udf(variadic_count(name, counts_nulls));
@@ -340,6 +347,67 @@ impl ScalarUDFImpl for Modulo {
     }
 }
 
+/// `div(a, b)`: the integral quotient, truncated toward zero, as a `numeric`. Both arguments
+/// are brought to one scale, so the quotient of their digits is exact.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Div {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for Div {
+    fn name(&self) -> &str {
+        "div"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        let scale_of = |t: &DataType| match t {
+            DataType::Decimal128(_, scale) => Some((*scale).max(0)),
+            t if t.is_integer() || t == &DataType::Null => Some(0),
+            _ => None,
+        };
+        let scales: Vec<Option<i8>> = arg_types.iter().map(scale_of).collect();
+        let [Some(scale_a), Some(scale_b)] = scales[..] else {
+            let types: Vec<String> = arg_types.iter().map(ToString::to_string).collect();
+            return Err(DataFusionError::Plan(format!(
+                "function div({}) does not exist",
+                types.join(", ")
+            )));
+        };
+        let common = DataType::Decimal128(DECIMAL128_MAX_PRECISION, scale_a.max(scale_b));
+        Ok(vec![common.clone(), common])
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Decimal128(DECIMAL128_MAX_PRECISION, 0))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let (dividends, divisors) = (
+            arrays[0].as_primitive::<Decimal128Type>(),
+            arrays[1].as_primitive::<Decimal128Type>(),
+        );
+        let quotients = (0..dividends.len())
+            .map(|i| {
+                if dividends.is_null(i) || divisors.is_null(i) {
+                    return Ok(None);
+                }
+                match divisors.value(i) {
+                    0 => Err(ServerError::new("22012", "division by zero").into()),
+                    divisor => Ok(Some(dividends.value(i) / divisor)),
+                }
+            })
+            .collect::<Result<Decimal128Array>>()?;
+        Ok(ColumnarValue::Array(Arc::new(
+            quotients.with_precision_and_scale(DECIMAL128_MAX_PRECISION, 0)?,
+        )))
+    }
+}
+
 /// Calls whose Postgres meaning is another DataFusion function's or argument's.
 #[derive(Debug)]
 struct PostgresVariants;
@@ -382,6 +450,35 @@ impl FunctionRewrite for PostgresVariants {
                 );
                 Ok(Transformed::yes(Expr::ScalarFunction(
                     ScalarFunction::new_udf(Arc::new(half_even), call.args.clone()),
+                )))
+            }
+            // Of a numeric, integral numerics (`trunc(1234.5678)` is `1234`): DataFusion
+            // keeps the argument's scale (`1234.0000`).
+            "ceil" | "floor" | "trunc" if call.args.len() == 1 => {
+                let Ok(DataType::Decimal128(precision, scale)) = call.args[0].get_type(schema)
+                else {
+                    return Ok(Transformed::no(expr));
+                };
+                if scale <= 0 {
+                    return Ok(Transformed::no(expr));
+                }
+                // `ceil(9.5)` is `10`: one more integral digit, which DataFusion's `ceil`
+                // needs room for in its argument's type (it keeps that type).
+                let digits = (i16::from(precision) - i16::from(scale) + 1).clamp(1, 38) as u8;
+                let wider =
+                    DataType::Decimal128((precision + 1).min(DECIMAL128_MAX_PRECISION), scale);
+                let call = Expr::ScalarFunction(ScalarFunction::new_udf(
+                    call.func.clone(),
+                    vec![Expr::Cast(datafusion::logical_expr::Cast::new(
+                        Box::new(call.args[0].clone()),
+                        wider,
+                    ))],
+                ));
+                Ok(Transformed::yes(Expr::Cast(
+                    datafusion::logical_expr::Cast::new(
+                        Box::new(call),
+                        DataType::Decimal128(digits, 0),
+                    ),
                 )))
             }
             "array_remove" => {

@@ -69,8 +69,8 @@ impl ScalarUDFImpl for ToChar {
         let micros = cast(&values, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
         let micros = micros.as_primitive::<TimestampMicrosecondType>();
         // A constant template (the usual case) is read once.
-        let constant =
-            (templates.len() > 0 && templates.is_valid(0)).then(|| parse(templates.value(0)));
+        let constant = (templates.len() > 0 && templates.is_valid(0))
+            .then(|| parse_template(templates.value(0)));
         let same = |i: usize| templates.is_valid(i) && templates.value(i) == templates.value(0);
         let out: StringArray = (0..rows)
             .map(|i| {
@@ -80,7 +80,7 @@ impl ScalarUDFImpl for ToChar {
                 let time = chrono::DateTime::from_timestamp_micros(micros.value(i))?.naive_utc();
                 Some(match &constant {
                     Some(parts) if same(i) => render(parts, &time),
-                    _ => render(&parse(templates.value(i)), &time),
+                    _ => render(&parse_template(templates.value(i)), &time),
                 })
             })
             .collect();
@@ -90,14 +90,14 @@ impl ScalarUDFImpl for ToChar {
 
 /// One piece of a template.
 #[derive(Debug, Clone, PartialEq)]
-enum Part {
+pub(crate) enum Part {
     Literal(String),
     /// A pattern, its case as written (for names), and whether `FM` came before it.
     Field(Field, Case, bool),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Field {
+pub(crate) enum Field {
     Year4,
     Year3,
     Year2,
@@ -124,7 +124,7 @@ enum Field {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Case {
+pub(crate) enum Case {
     Upper,
     Capital,
     Lower,
@@ -160,7 +160,7 @@ const PATTERNS: &[(&str, Field)] = &[
     ("Q", Field::Quarter),
 ];
 
-fn parse(template: &str) -> Vec<Part> {
+pub(crate) fn parse_template(template: &str) -> Vec<Part> {
     let mut parts = Vec::new();
     let mut literal = String::new();
     let mut rest = template;
@@ -234,7 +234,7 @@ fn case_of(written: &str) -> Case {
     }
 }
 
-const MONTHS: [&str; 12] = [
+pub(crate) const MONTHS: [&str; 12] = [
     "January",
     "February",
     "March",
@@ -248,7 +248,7 @@ const MONTHS: [&str; 12] = [
     "November",
     "December",
 ];
-const DAYS: [&str; 7] = [
+pub(crate) const DAYS: [&str; 7] = [
     "Sunday",
     "Monday",
     "Tuesday",
@@ -342,7 +342,7 @@ mod tests {
 
     fn format(template: &str, time: &str) -> String {
         let time = NaiveDateTime::parse_from_str(time, "%Y-%m-%d %H:%M:%S%.f").unwrap();
-        render(&parse(template), &time)
+        render(&parse_template(template), &time)
     }
 
     // Expected texts are what PostgreSQL 15 prints for the same template and timestamp.

@@ -39,6 +39,7 @@ pub fn rewrite_for_datafusion(parsed: ParsedStatement) -> ParsedStatement {
         crate::values_subqueries::rewrite(statement);
         crate::set_returning_selects::rewrite(statement);
         crate::fetch_first::rewrite(statement);
+        crate::subquery_names::apply(statement);
     }
     parsed
 }

@@ -1,4 +1,5 @@
-//! A set-returning function in a select list (`generate_series`, `regexp_split_to_table`) gives
+//! A set-returning function in a select list (`generate_series`, `regexp_split_to_table`,
+//! JSON's `jsonb_array_elements`...) gives
 //! a row per element, as in Postgres:
 //! `SELECT generate_series(1, 3)` is three rows (test setups write `INSERT INTO t SELECT
 //! generate_series(1, 1000)`), where DataFusion gave one row holding an array; it expands only
@@ -14,11 +15,22 @@ use datafusion::sql::sqlparser::ast::{
     UnaryOperator, Value, VisitMut, VisitorMut,
 };
 
-/// The set-returning functions, each with the function that gives its elements as an array.
+/// The set-returning functions, each with the function that gives its elements as an array
+/// (and JSON's: [`crate::pg_json_sets::JSON_SETS`]).
 const EXPANDED: &[(&str, &str)] = &[
     ("generate_series", "generate_series"),
     ("regexp_split_to_table", "regexp_split_to_array"),
 ];
+
+/// The array form of a set-returning function, by its name.
+pub(crate) fn array_form(name: &str) -> Option<(&'static str, &'static str)> {
+    let name = name.strip_prefix("pg_catalog.").unwrap_or(name);
+    EXPANDED
+        .iter()
+        .chain(crate::pg_json_sets::JSON_SETS)
+        .find(|(f, _)| *f == name)
+        .copied()
+}
 
 /// Rewrites every select list of `statement`.
 pub fn rewrite(statement: &mut Statement) {
@@ -61,17 +73,14 @@ fn expand(item: &mut SelectItem) {
         return;
     };
     let name = function.name.to_string().to_lowercase();
-    let Some((short, as_array)) = EXPANDED
-        .iter()
-        .find(|(f, _)| name == *f || name == format!("pg_catalog.{f}"))
-    else {
+    let Some((short, as_array)) = array_form(&name) else {
         return;
     };
-    let alias = alias.unwrap_or_else(|| Ident::new(*short));
+    let alias = alias.unwrap_or_else(|| Ident::new(short));
     let small_integers = integer_literals(function)
         .is_some_and(|values| values.iter().all(|v| i32::try_from(*v).is_ok()));
     let mut call = function.clone();
-    call.name = ObjectName(vec![ObjectNamePart::Identifier(Ident::new(*as_array))]);
+    call.name = ObjectName(vec![ObjectNamePart::Identifier(Ident::new(as_array))]);
     let mut expr = unnest(Expr::Function(call));
     // DataFusion's series is `bigint`; Postgres' of `integer` arguments is `integer`.
     if small_integers {
@@ -80,6 +89,15 @@ fn expand(item: &mut SelectItem) {
             array: false,
             expr: Box::new(expr),
             data_type: DataType::Int(None),
+            format: None,
+        };
+    }
+    if crate::pg_json_sets::element_type(short).is_some() {
+        expr = Expr::Cast {
+            kind: CastKind::DoubleColon,
+            array: false,
+            expr: Box::new(expr),
+            data_type: DataType::JSONB,
             format: None,
         };
     }

@@ -63,3 +63,31 @@ SELECT regexp_split_to_table('a b  c', '\s+') AS part, 1 AS one
 SELECT interval '1 month' = interval '30 days' AS a, interval '1 month' > interval '29 days' AS b, interval '1 day' = interval '24 hours' AS c, interval '1 month 1 day' > interval '31 days' AS d, interval '-1 day' < interval '1 hour' AS e
 SELECT x FROM (VALUES (interval '1 month'), (interval '31 days'), (interval '29 days'), (interval '25 hours'), (NULL)) v(x) ORDER BY x DESC NULLS LAST
 SELECT x FROM (VALUES (interval '1 month'), (interval '31 days')) v(x) WHERE x > interval '30 days'
+-- ceil, floor and trunc of a numeric are integral numerics; div is the integral quotient.
+SELECT ceil(1.2) AS a, ceiling(-1.2) AS b, floor(-1.7) AS c, trunc(1234.5678) AS d, trunc(-2.5) AS e, ceil(9.5) AS f, floor(2.7::float8) AS g
+SELECT div(7, 2) AS a, div(-7, 2) AS b, div(7.5, 2) AS c, div(9.99, 3.3) AS d, div(NULL, 2) AS e
+SELECT div(1, 0)
+-- Postgres' prefix operators and ^@.
+SELECT |/ 16.0 AS a, @ -5 AS b, ~ 5 AS c, 'abc' ^@ 'ab' AS e, 'abc' ^@ 'b' AS f
+-- BETWEEN SYMMETRIC takes its bounds in either order.
+SELECT 5 BETWEEN SYMMETRIC 10 AND 1 AS a, 5 NOT BETWEEN SYMMETRIC 10 AND 1 AS b, 5 BETWEEN 10 AND 1 AS c, 5 BETWEEN ASYMMETRIC 1 AND 10 AS d
+SELECT x FROM (VALUES (1), (5), (9)) v(x) WHERE x BETWEEN SYMMETRIC 6 AND 2 * 1 ORDER BY x
+-- DISTINCT aggregates give their values in order, as Postgres' sort-based DISTINCT does.
+SELECT array_agg(DISTINCT x) AS a, string_agg(DISTINCT y, ',') AS b FROM (VALUES (3, 'b'), (1, 'a'), (2, 'b'), (1, 'c')) v(x, y)
+-- Ordered-set aggregates.
+SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY x) AS a, percentile_disc(0) WITHIN GROUP (ORDER BY x) AS b, percentile_disc(1) WITHIN GROUP (ORDER BY x) AS c, percentile_disc(0.5) WITHIN GROUP (ORDER BY x DESC) AS d FROM (VALUES (1), (2), (3), (4), (NULL)) v(x)
+SELECT mode() WITHIN GROUP (ORDER BY x) AS a, mode() WITHIN GROUP (ORDER BY x DESC) AS b FROM (VALUES (1), (2), (2), (4), (4), (NULL)) v(x)
+SELECT g, mode() WITHIN GROUP (ORDER BY s) AS m FROM (VALUES (1, 'x'), (1, 'y'), (1, 'y'), (2, 'z')) v(g, s) GROUP BY g ORDER BY g
+-- Templates read as to_char prints them.
+SELECT to_date('2026-03-05', 'YYYY-MM-DD') AS a, to_date('05 Mar 2026', 'DD Mon YYYY') AS b, to_date('20260305', 'YYYYMMDD') AS c, to_date('March 5, 26', 'Month DD, YY') AS d
+SELECT to_timestamp('2026-03-05 10:11:12', 'YYYY-MM-DD HH24:MI:SS') AS a, to_timestamp('07:30 PM 2026-01-02', 'HH12:MI AM YYYY-MM-DD') AS b, to_timestamp('2026-03-05 12:00:00.5', 'YYYY-MM-DD HH24:MI:SS.MS') AS c
+SELECT to_date('2026-13-05', 'YYYY-MM-DD')
+SELECT to_date('2026-xx-05', 'YYYY-MM-DD')
+-- JSON's set-returning functions, in a select list and in FROM.
+SELECT jsonb_object_keys('{"bb": 1, "a": 2}') AS k
+SELECT jsonb_array_elements_text('["a", 2, null]') AS e
+SELECT * FROM jsonb_array_elements('[1, "a", {"b": null}]')
+SELECT value FROM json_array_elements_text('["x", "y"]') AS e ORDER BY value DESC
+SELECT * FROM jsonb_object_keys('{"b": 1, "a": 2}') AS k
+SELECT * FROM regexp_split_to_table('a,b,,c', ',') AS t(piece)
+SELECT jsonb_array_elements('[1, {"b": 2}]') AS e
