@@ -147,6 +147,7 @@ impl Database {
         crate::session_time_zone::install(&ctx);
         crate::similar_to::install(&ctx);
         crate::interval_order::install(&ctx);
+        crate::numeric_division::install(&ctx).map_err(ServerError::from)?;
         crate::using_joins::install(&ctx);
         let catalog = ctx
             .catalog(DATABASE)

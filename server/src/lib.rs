@@ -23,7 +23,8 @@
 //! - [`pg_catalog`], [`pg_keys`], [`pg_functions`], [`pg_text_functions`] and
 //!   [`information_schema`]: what drivers and BI tools read about the database;
 //!   [`pg_json`] (`->`, `->>`), [`pg_interval_arithmetic`] (`interval * number`),
-//!   [`interval_order`] (intervals compared by length),
+//!   [`interval_order`] (intervals compared by length), [`numeric_division`] and
+//!   [`numeric_average`] (quotients and averages to Postgres's digits),
 //!   [`pg_typeof`], [`pg_uuid`], [`pg_sizes`] and [`pg_regtype`] (`regtype` as names); [`pg_foreign`]: sources as
 //!   foreign tables.
 //! - [`database`]: statement dispatch — DDL and DML to the engine, queries to DataFusion.
@@ -78,6 +79,8 @@ pub mod key_ranges;
 pub mod limits;
 pub mod login_throttle;
 pub mod metrics;
+pub mod numeric_average;
+pub mod numeric_division;
 pub mod oid_markings;
 pub mod operator_types;
 pub mod output_names;

@@ -11,6 +11,10 @@ SELECT 21::numeric AS a, CAST(123456789012345678.5 AS NUMERIC) AS b
 SELECT CAST(1.5 AS NUMERIC(10, 3)) AS a
 -- A decimal cast to NUMERIC keeps its scale; arithmetic on it follows Postgres' scales.
 SELECT CAST(1.50 AS NUMERIC) AS a, 1.50::numeric AS b, CAST(0.1::float8 AS NUMERIC) AS c, 1.50::numeric * 2 AS d, 1.50::numeric + 1 AS e
+-- Quotients of numerics to at least 16 significant digits, rounded half away from zero.
+SELECT 1 / 3::numeric AS a, 2 / 3.0 AS b, 1000000 / 3::numeric AS c, 0.001::numeric / 3 AS d, -7 / 3::numeric AS e
+SELECT CAST(123456789012345678.5 AS NUMERIC) / 3 AS a, CAST(3.14 AS NUMERIC(10, 2)) / 3 AS b, 1e-3 / 7 AS c, 99999999 / 0.0007 AS d
+SELECT 1 / 0::numeric
 SELECT pg_typeof(1.5)::text AS a, pg_typeof(now())::text AS b, pg_typeof('x'::text)::text AS c
 -- Timestamps, dates and times: no trailing zeros.
 SELECT TIMESTAMP '2026-01-01 00:00:00' AS a, '2026-01-01 12:00:00.5'::timestamp AS b
