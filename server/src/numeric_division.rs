@@ -220,16 +220,18 @@ impl Numeric {
         if self.value == 0 {
             return (0, 0);
         }
-        let digits = self.value.unsigned_abs().to_string();
-        let exponent = digits.len() as i32 - 1 - i32::from(self.scale);
+        let magnitude = self.value.unsigned_abs();
+        let length = magnitude.ilog10() as i32 + 1;
+        let exponent = length - 1 - i32::from(self.scale);
         let weight = exponent.div_euclid(4);
-        let width = (exponent - 4 * weight + 1) as usize;
-        let first: String = digits
-            .chars()
-            .chain(std::iter::repeat('0'))
-            .take(width)
-            .collect();
-        (weight, first.parse().unwrap_or(0))
+        // The base-10000 digit's decimal width (1 to 4), read from the top of the digits.
+        let width = exponent - 4 * weight + 1;
+        let first = if length >= width {
+            magnitude / 10u128.pow((length - width) as u32)
+        } else {
+            magnitude * 10u128.pow((width - length) as u32)
+        };
+        (weight, first as i64)
     }
 }
 
