@@ -2,7 +2,7 @@
 //! rows. The catalog keeps the equivalent `CREATE TABLE name (columns)`, so a restart brings
 //! the table back with its rows like any other.
 
-use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::sql::sqlparser::ast::{Query, Statement};
 use eddy_planner::statement::parse_statements;
 use eddy_planner::EddyStatement;
@@ -11,8 +11,12 @@ use crate::database::{Database, Outcome};
 use crate::error::{Result, ServerError};
 
 /// The SQL type of a column of the query's result.
-fn sql_type(data_type: &DataType) -> Result<String> {
-    Ok(match data_type {
+fn sql_type(field: &Field) -> Result<String> {
+    // A quotient's digits vary per value: its column is an unconstrained numeric, as in Postgres.
+    if crate::numeric_division::quotient_least_scale(field).is_some() {
+        return Ok("NUMERIC".into());
+    }
+    Ok(match field.data_type() {
         DataType::Boolean => "BOOLEAN".into(),
         DataType::Int8 | DataType::Int16 | DataType::UInt8 => "SMALLINT".into(),
         DataType::Int32 | DataType::UInt16 => "INTEGER".into(),
@@ -44,7 +48,7 @@ fn table_statement(name: &str, schema: &Schema) -> Result<String> {
     let columns = schema
         .fields()
         .iter()
-        .map(|f| Ok(format!("{} {}", quoted(f.name()), sql_type(f.data_type())?)))
+        .map(|f| Ok(format!("{} {}", quoted(f.name()), sql_type(f)?)))
         .collect::<Result<Vec<_>>>()?;
     Ok(format!(
         "CREATE TABLE {} ({})",
@@ -74,7 +78,13 @@ impl Database {
             .plan_statement(&Statement::Query(Box::new(query.clone())), None)
             .await?;
         let frame = crate::query_memory::dataframe(&self.ctx, self.query_memory_limit(), plan)?;
-        let schema = frame.schema().as_arrow().clone();
+        // The analyzed plan's types: a quotient's (`/`, `avg`) are set there.
+        let schema = frame
+            .clone()
+            .into_optimized_plan()?
+            .schema()
+            .as_arrow()
+            .clone();
         let batches = frame.collect().await?;
         let sql = table_statement(name, &schema)?;
         let statement = parse_statements(&sql)?.into_iter().next();
@@ -101,7 +111,7 @@ impl Database {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::arrow::datatypes::{Field, TimeUnit};
+    use datafusion::arrow::datatypes::TimeUnit;
 
     #[test]
     fn the_query_schema_as_a_create_table() {

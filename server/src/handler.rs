@@ -486,9 +486,26 @@ impl EddyQueryParser {
         }
         let schema = match &plan {
             datafusion::logical_expr::LogicalPlan::Dml(_) => None,
-            plan => Some(Arc::new(plan.schema().as_arrow().clone())),
+            plan => Some(Arc::new(self.analyzed_schema(plan))),
         };
         Ok((parameter_types, schema))
+    }
+
+    /// The result columns as the query runs them: the analyzer's rewrites set some types
+    /// (`avg` of integers is a numeric, not DataFusion's float). A plan the analyzer cannot
+    /// take before its parameters are bound keeps the planned types.
+    fn analyzed_schema(&self, plan: &datafusion::logical_expr::LogicalPlan) -> Schema {
+        let state = self.db.ctx.state();
+        let analyzed =
+            state
+                .analyzer()
+                .execute_and_check(plan.clone(), state.config_options(), |_, _| {});
+        match analyzed {
+            Ok(analyzed) if analyzed.schema().fields().len() == plan.schema().fields().len() => {
+                analyzed.schema().as_arrow().clone()
+            }
+            _ => plan.schema().as_arrow().clone(),
+        }
     }
 }
 

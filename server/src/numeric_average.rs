@@ -19,7 +19,7 @@ use datafusion::logical_expr::{
 };
 
 use crate::error::ServerError;
-use crate::numeric_division::{as_decimal, divide, quotient_scale, Numeric};
+use crate::numeric_division::{as_decimal, divide, quotient_field, quotient_scale, Numeric};
 
 /// Replaces `avg` of a numeric with [`NumericMean`] (under the same name).
 #[derive(Debug)]
@@ -89,6 +89,12 @@ impl AggregateUDFImpl for NumericMean {
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         let (precision, scale) = decimal_type(&arg_types[0])?;
         Ok(DataType::Decimal128(38, quotient_scale(precision, scale)))
+    }
+
+    fn return_field(&self, arg_fields: &[FieldRef]) -> Result<FieldRef> {
+        let input = arg_fields[0].data_type();
+        let data_type = self.return_type(std::slice::from_ref(input))?;
+        Ok(quotient_field(self.name(), data_type, &[input]))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {

@@ -6,13 +6,15 @@
 //!
 //! Arrow keeps one scale per column, Postgres one per value: the quotient is computed and
 //! rounded at the value's own Postgres scale, then held at the column's scale (up to 20
-//! digits), whose trailing zeros an unconstrained `numeric` does not print. So every quotient
-//! has Postgres's digits; one that ends in zeros prints shorter (`2.5` for `2.5000000000000000`).
+//! digits). The column is marked ([`QUOTIENT_KEY`]) so that each value prints with the digits
+//! Postgres gives a quotient of its size ([`quotient_display_scale`]): `10.00 / 4` is
+//! `2.5000000000000000`, `15000.000000000000` has 12.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray, Decimal128Array};
-use datafusion::arrow::datatypes::{i256, DataType, Decimal128Type};
+use datafusion::arrow::datatypes::{i256, DataType, Decimal128Type, Field, FieldRef};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{plan_err, DFSchema, Result, ScalarValue};
@@ -20,8 +22,8 @@ use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::expr_rewriter::FunctionRewrite;
 use datafusion::logical_expr::{
-    BinaryExpr, ColumnarValue, Expr, ExprSchemable, Operator, ScalarFunctionArgs, ScalarUDF,
-    ScalarUDFImpl, Signature, Volatility,
+    BinaryExpr, ColumnarValue, Expr, ExprSchemable, Operator, ReturnFieldArgs, ScalarFunctionArgs,
+    ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 use datafusion::prelude::SessionContext;
 
@@ -32,6 +34,64 @@ use crate::pg_text::{unconstrained, UNCONSTRAINED_NUMERIC};
 const MIN_SIGNIFICANT_DIGITS: i32 = 16;
 /// The most fraction digits a quotient column keeps.
 const MAX_SCALE: i16 = 20;
+
+/// The field metadata marking a quotient column (`/` or `avg` of numerics): the least scale
+/// of its values (the larger declared scale of the operands) and the column's scale, as
+/// `least/scale`.
+pub const QUOTIENT_KEY: &str = "eddy.numeric_quotient";
+
+/// A quotient column's field of `data_type`, marked with its operands' largest declared scale.
+pub(crate) fn quotient_field(name: &str, data_type: DataType, operands: &[&DataType]) -> FieldRef {
+    let least_scale = operands
+        .iter()
+        .filter_map(|t| match t {
+            DataType::Decimal128(p, s) if !unconstrained(*p, *s) => Some(*s),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+        .max(0);
+    let mut field = Field::new(name, data_type, true);
+    if let DataType::Decimal128(_, scale) = field.data_type() {
+        let marking = format!("{least_scale}/{scale}");
+        field.set_metadata(HashMap::from([(QUOTIENT_KEY.to_string(), marking)]));
+    }
+    Arc::new(field)
+}
+
+/// The least scale of a quotient column's values, if `field` is one. A marking carried over
+/// to a column of another scale (a cast to `numeric(p, s)`, a UNION with other numerics) no
+/// longer describes its values.
+pub fn quotient_least_scale(field: &Field) -> Option<i32> {
+    let (least, scale) = field.metadata().get(QUOTIENT_KEY)?.split_once('/')?;
+    let DataType::Decimal128(_, column_scale) = field.data_type() else {
+        return None;
+    };
+    (scale.parse::<i8>().ok()? == *column_scale).then_some(least.parse().ok()?)
+}
+
+/// The scale Postgres prints a quotient of this size with, `value` being held at `scale`: 16
+/// significant digits, at least `least_scale` and as many as it has, at most `scale`.
+///
+/// Postgres picks the scale from the operands' leading digits, which can give 4 more (`5.0 /
+/// 5.0` is `1.00000000000000000000`); only the quotient is known here.
+pub fn quotient_display_scale(value: i128, scale: i8, least_scale: i32) -> i32 {
+    let quotient = Numeric {
+        value,
+        scale,
+        display_scale: significant_scale(value, scale),
+    };
+    // A zero quotient has a zero dividend, which Postgres counts below any divisor.
+    let weight = if value == 0 {
+        -1
+    } else {
+        quotient.leading_digit().0
+    };
+    (MIN_SIGNIFICANT_DIGITS - weight * 4)
+        .max(least_scale)
+        .max(quotient.display_scale)
+        .clamp(0, i32::from(scale.max(0)))
+}
 
 pub fn install(ctx: &SessionContext) -> Result<()> {
     let state = ctx.state_ref();
@@ -148,6 +208,13 @@ impl ScalarUDFImpl for NumericDivide {
         Ok(DataType::Decimal128(38, quotient_scale(precision, scale)))
     }
 
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        let types: Vec<&DataType> = args.arg_fields.iter().map(|f| f.data_type()).collect();
+        let data_type =
+            self.return_type(&types.iter().map(|t| (*t).clone()).collect::<Vec<_>>())?;
+        Ok(quotient_field(self.name(), data_type, &types))
+    }
+
     fn display_name(&self, args: &[Expr]) -> Result<String> {
         Ok(format!("{} / {}", args[0], args[1]))
     }
@@ -186,6 +253,17 @@ impl ScalarUDFImpl for NumericDivide {
     }
 }
 
+/// The fraction digits `value` (held at `scale`) has without its trailing zeros.
+fn significant_scale(value: i128, scale: i8) -> i32 {
+    let mut digits = i32::from(scale);
+    let mut rest = value;
+    while digits > 0 && rest % 10 == 0 {
+        rest /= 10;
+        digits -= 1;
+    }
+    digits
+}
+
 /// A decimal value with its type's scale and the display scale Postgres gives it: the declared
 /// scale, or for an unconstrained `numeric` the digits it has after trailing zeros.
 #[derive(Clone, Copy, Debug)]
@@ -198,13 +276,7 @@ pub(crate) struct Numeric {
 impl Numeric {
     pub(crate) fn new(value: i128, (precision, scale): (u8, i8)) -> Self {
         let display_scale = if unconstrained(precision, scale) {
-            let mut trimmed = i32::from(scale);
-            let mut rest = value;
-            while trimmed > 0 && rest % 10 == 0 {
-                rest /= 10;
-                trimmed -= 1;
-            }
-            trimmed
+            significant_scale(value, scale)
         } else {
             i32::from(scale)
         };
@@ -307,7 +379,49 @@ mod tests {
         };
         let scale = quotient_scale(NUMERIC.0, NUMERIC.1);
         let value = divide(parse(a), parse(b), scale).unwrap();
-        crate::pg_text::numeric_text(value, 38, scale, true)
+        crate::pg_text::numeric_text(value, 38, scale, crate::pg_text::NumericForm::Trimmed)
+    }
+
+    /// `a / b` as a quotient column prints it.
+    fn printed(a: &str, b: &str) -> String {
+        let trimmed = quotient(a, b);
+        let (whole, fraction) = trimmed.split_once('.').unwrap_or((&trimmed, ""));
+        let value: i128 = format!("{whole}{fraction:0<20}").parse().unwrap();
+        let form = crate::pg_text::NumericForm::Quotient { least_scale: 0 };
+        crate::pg_text::numeric_text(value, 38, 20, form)
+    }
+
+    #[test]
+    fn quotients_print_with_the_digits_postgres_gives_their_size() {
+        // PostgreSQL 15's text for each.
+        assert_eq!(printed("10", "4"), "2.5000000000000000");
+        assert_eq!(printed("30000", "2"), "15000.000000000000");
+        assert_eq!(printed("1", "8"), "0.12500000000000000000");
+        assert_eq!(printed("0", "3"), "0.00000000000000000000");
+        assert_eq!(printed("1", "3"), "0.33333333333333333333");
+        assert_eq!(printed("-7", "3"), "-2.3333333333333333");
+        assert_eq!(printed("123456789012345678.5", "3"), "41152263004115226.2");
+        // Postgres gives 4 more digits when the operands' first digits are equal
+        // (`1.00000000000000000000`): the quotient alone does not tell.
+        assert_eq!(printed("5", "5"), "1.0000000000000000");
+    }
+
+    #[test]
+    fn a_quotient_marking_holds_for_its_own_scale_only() {
+        let field = quotient_field(
+            "q",
+            DataType::Decimal128(38, 20),
+            &[&DataType::Decimal128(10, 2)],
+        );
+        assert_eq!(quotient_least_scale(&field), Some(2));
+        let cast = field
+            .as_ref()
+            .clone()
+            .with_data_type(DataType::Decimal128(10, 2));
+        assert_eq!(quotient_least_scale(&cast), None);
+        let unconstrained = DataType::Decimal128(38, 10);
+        let field = quotient_field("q", DataType::Decimal128(38, 20), &[&unconstrained]);
+        assert_eq!(quotient_least_scale(&field), Some(0));
     }
 
     #[test]

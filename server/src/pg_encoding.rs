@@ -92,11 +92,13 @@ enum Column {
 }
 
 fn prepare(batch: &RecordBatch, fields: &[FieldInfo], options: &FormatOptions) -> Vec<Column> {
+    let schema = batch.schema();
     batch
         .columns()
         .iter()
         .zip(fields)
-        .map(|(array, field)| {
+        .zip(schema.fields())
+        .map(|((array, field), arrow_field)| {
             let binary = field.format() == FieldFormat::Binary;
             if let Some(column) = json_column(array, field.datatype()) {
                 return column;
@@ -107,7 +109,7 @@ fn prepare(batch: &RecordBatch, fields: &[FieldInfo], options: &FormatOptions) -
                 }
             }
             match (binary, array.data_type()) {
-                (false, _) => match pg_text::column_text(array, options) {
+                (false, _) => match pg_text::column_text(array, arrow_field, options) {
                     Some(values) => Column::Rendered {
                         values,
                         binary: BinaryForm::Text,
@@ -116,11 +118,11 @@ fn prepare(batch: &RecordBatch, fields: &[FieldInfo], options: &FormatOptions) -
                 },
                 (true, DataType::Decimal128(precision, scale)) => {
                     let a = array.as_primitive::<Decimal128Type>();
-                    let trim = pg_text::unconstrained(*precision, *scale);
+                    let form = pg_text::NumericForm::of(arrow_field);
                     let values = (0..a.len())
                         .map(|i| {
                             (!a.is_null(i)).then(|| {
-                                pg_text::numeric_text(a.value(i), *precision, *scale, trim)
+                                pg_text::numeric_text(a.value(i), *precision, *scale, form)
                             })
                         })
                         .collect();

@@ -481,6 +481,33 @@ impl FunctionRewrite for PostgresVariants {
                     ),
                 )))
             }
+            // `trunc(x, n)` of a numeric has scale `n`, as `round(x, n)` has: DataFusion
+            // keeps the argument's (`trunc(1.55, 1)` would print `1.50`).
+            "trunc" if call.args.len() == 2 => {
+                let Ok(DataType::Decimal128(precision, scale)) = call.args[0].get_type(schema)
+                else {
+                    return Ok(Transformed::no(expr));
+                };
+                let places = match &call.args[1] {
+                    Expr::Literal(places, _) => places.cast_to(&DataType::Int64).ok(),
+                    _ => None,
+                };
+                let Some(ScalarValue::Int64(Some(places))) = places else {
+                    return Ok(Transformed::no(expr));
+                };
+                let target_scale = places.clamp(0, i64::from(DECIMAL128_MAX_PRECISION)) as i8;
+                if target_scale == scale {
+                    return Ok(Transformed::no(expr));
+                }
+                let integer_digits = i16::from(precision) - i16::from(scale);
+                let target_precision = (integer_digits + i16::from(target_scale))
+                    .clamp(1, i16::from(DECIMAL128_MAX_PRECISION))
+                    as u8;
+                let target = DataType::Decimal128(target_precision, target_scale);
+                Ok(Transformed::yes(Expr::Cast(
+                    datafusion::logical_expr::Cast::new(Box::new(expr), target),
+                )))
+            }
             "array_remove" => {
                 let remove_all = datafusion::functions_nested::remove::array_remove_all_udf();
                 Ok(Transformed::yes(Expr::ScalarFunction(

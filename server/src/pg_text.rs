@@ -14,7 +14,7 @@ use datafusion::arrow::array::timezone::Tz;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::datatypes::{
     DataType, Decimal128Type, DecimalType, DurationMicrosecondType, DurationMillisecondType,
-    DurationNanosecondType, DurationSecondType, Float16Type, Float32Type, Float64Type,
+    DurationNanosecondType, DurationSecondType, Field, Float16Type, Float32Type, Float64Type,
     IntervalDayTimeType, IntervalMonthDayNanoType, IntervalUnit, IntervalYearMonthType,
     Time32MillisecondType, Time32SecondType, Time64MicrosecondType, Time64NanosecondType, TimeUnit,
     TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
@@ -26,7 +26,12 @@ use pgwire::types::format::FormatOptions;
 pub(crate) const UNCONSTRAINED_NUMERIC: (u8, i8) = (38, 10);
 
 /// The column as Postgres prints it, or `None` when the wire library's text is right.
-pub fn column_text(array: &ArrayRef, options: &FormatOptions) -> Option<Vec<Option<String>>> {
+/// `field` is the column's (its metadata tells how a decimal prints).
+pub fn column_text(
+    array: &ArrayRef,
+    field: &Field,
+    options: &FormatOptions,
+) -> Option<Vec<Option<String>>> {
     let iso = options.date_style.to_ascii_uppercase().starts_with("ISO");
     let postgres_intervals = options.interval_style.eq_ignore_ascii_case("postgres");
     let extra_digits = options.extra_float_digits;
@@ -46,8 +51,8 @@ pub fn column_text(array: &ArrayRef, options: &FormatOptions) -> Option<Vec<Opti
         DataType::Decimal128(precision, scale) => {
             let a = array.as_primitive::<Decimal128Type>();
             let (precision, scale) = (*precision, *scale);
-            let trim = unconstrained(precision, scale);
-            Box::new(move |i| numeric_text(a.value(i), precision, scale, trim))
+            let form = NumericForm::of(field);
+            Box::new(move |i| numeric_text(a.value(i), precision, scale, form))
         }
         DataType::Timestamp(unit, zone) if iso => {
             let micros = timestamp_micros(array, *unit)?;
@@ -131,14 +136,48 @@ pub fn unconstrained(precision: u8, scale: i8) -> bool {
     precision == UNCONSTRAINED_NUMERIC.0 && scale >= UNCONSTRAINED_NUMERIC.1
 }
 
-/// A decimal's text; an unconstrained one without the trailing zeros of its fixed scale
-/// (`21.0000000000` is `21`, as Postgres prints `21::numeric`).
-pub fn numeric_text(value: i128, precision: u8, scale: i8, trim: bool) -> String {
+/// How a decimal column's values print.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NumericForm {
+    /// At the column's scale, as a declared `numeric(p, s)`.
+    Declared,
+    /// Without the trailing zeros of the column's scale: an unconstrained `numeric`, whose
+    /// values' own scales Arrow does not keep (`21.0000000000` is `21`, as Postgres prints
+    /// `21::numeric`).
+    Trimmed,
+    /// With the digits Postgres gives a quotient of the value's size, and at least
+    /// `least_scale` ([`crate::numeric_division::quotient_display_scale`]).
+    Quotient { least_scale: i32 },
+}
+
+impl NumericForm {
+    /// The form of a decimal `field`'s values.
+    pub fn of(field: &Field) -> Self {
+        if let Some(least_scale) = crate::numeric_division::quotient_least_scale(field) {
+            return Self::Quotient { least_scale };
+        }
+        match field.data_type() {
+            DataType::Decimal128(p, s) if unconstrained(*p, *s) => Self::Trimmed,
+            _ => Self::Declared,
+        }
+    }
+}
+
+/// A decimal's text, in `form`.
+pub fn numeric_text(value: i128, precision: u8, scale: i8, form: NumericForm) -> String {
     let text = Decimal128Type::format_decimal(value, precision, scale);
-    if trim && text.contains('.') {
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        text
+    if !text.contains('.') {
+        return text;
+    }
+    match form {
+        NumericForm::Declared => text,
+        NumericForm::Trimmed => text.trim_end_matches('0').trim_end_matches('.').to_string(),
+        NumericForm::Quotient { least_scale } => {
+            let shown = crate::numeric_division::quotient_display_scale(value, scale, least_scale);
+            // The digits left out are zeros: the display scale is at least the value's own.
+            let cut = (i32::from(scale) - shown) as usize + usize::from(shown == 0);
+            text[..text.len() - cut].to_string()
+        }
     }
 }
 
@@ -443,8 +482,14 @@ mod tests {
 
     #[test]
     fn unconstrained_numeric_without_padding() {
-        assert_eq!(numeric_text(210_000_000_000, 38, 10, true), "21");
-        assert_eq!(numeric_text(15_000_000_000, 38, 10, true), "1.5");
-        assert_eq!(numeric_text(150, 10, 2, false), "1.50");
+        assert_eq!(
+            numeric_text(210_000_000_000, 38, 10, NumericForm::Trimmed),
+            "21"
+        );
+        assert_eq!(
+            numeric_text(15_000_000_000, 38, 10, NumericForm::Trimmed),
+            "1.5"
+        );
+        assert_eq!(numeric_text(150, 10, 2, NumericForm::Declared), "1.50");
     }
 }

@@ -8,7 +8,7 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, AsArray, StringArray};
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Field};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
@@ -71,7 +71,7 @@ impl ScalarUDFImpl for TextCast {
         };
         let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
         let values = args.args[0].to_array(if scalar { 1 } else { args.number_rows })?;
-        let text: ArrayRef = Arc::new(postgres_text(&values, zone)?);
+        let text: ArrayRef = Arc::new(postgres_text(&values, &args.arg_fields[0], zone)?);
         Ok(if scalar {
             ColumnarValue::Scalar(ScalarValue::try_from_array(&text, 0)?)
         } else {
@@ -80,7 +80,7 @@ impl ScalarUDFImpl for TextCast {
     }
 }
 
-fn postgres_text(values: &ArrayRef, zone: Option<String>) -> Result<StringArray> {
+fn postgres_text(values: &ArrayRef, field: &Field, zone: Option<String>) -> Result<StringArray> {
     if let Some(bytes) = hex_text(values) {
         return Ok(bytes);
     }
@@ -88,7 +88,7 @@ fn postgres_text(values: &ArrayRef, zone: Option<String>) -> Result<StringArray>
     if let Some(zone) = zone {
         options.time_zone = zone;
     }
-    Ok(match crate::pg_text::column_text(values, &options) {
+    Ok(match crate::pg_text::column_text(values, field, &options) {
         Some(text) => StringArray::from(text),
         None => datafusion::arrow::compute::cast(values, &DataType::Utf8)?
             .as_string::<i32>()

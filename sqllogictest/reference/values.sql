@@ -15,6 +15,13 @@ SELECT CAST(1.50 AS NUMERIC) AS a, 1.50::numeric AS b, CAST(0.1::float8 AS NUMER
 SELECT 1 / 3::numeric AS a, 2 / 3.0 AS b, 1000000 / 3::numeric AS c, 0.001::numeric / 3 AS d, -7 / 3::numeric AS e
 SELECT CAST(123456789012345678.5 AS NUMERIC) / 3 AS a, CAST(3.14 AS NUMERIC(10, 2)) / 3 AS b, 1e-3 / 7 AS c, 99999999 / 0.0007 AS d
 SELECT 1 / 0::numeric
+-- A quotient prints with the digits Postgres gives one of its size, trailing zeros included.
+SELECT 10.00 / 4 AS a, 7 / 2.0 AS b, 30000 / 2.0 AS c, 1 / 8.0 AS d, 0 / 3.0 AS e, 123456789.0 / 7 AS f
+SELECT avg(x) AS a, avg(x)::numeric AS b, (avg(x) / 2)::text AS c, round(avg(x), 2) AS d FROM (VALUES (10.00), (20.50)) t(x)
+SELECT avg(x) AS a, avg(x)::numeric(10, 2) AS c FROM (VALUES (2), (3), (3)) t(x)
+SELECT avg(x::numeric(10, 3)) AS b, sum(x) / count(x) AS c FROM (VALUES (2), (3), (3)) t(x)
+SELECT avg(x) AS a FROM (VALUES (10000), (20000)) t(x) UNION ALL SELECT avg(y) FROM (VALUES (10000), (30000)) u(y)
+SELECT trunc(1.55::numeric(10, 2), 1) AS a, trunc(15.55, -1) AS b, trunc(1.5::numeric, 3) AS c, trunc(2.567::numeric, 2) AS d
 SELECT pg_typeof(1.5)::text AS a, pg_typeof(now())::text AS b, pg_typeof('x'::text)::text AS c
 -- Timestamps, dates and times: no trailing zeros.
 SELECT TIMESTAMP '2026-01-01 00:00:00' AS a, '2026-01-01 12:00:00.5'::timestamp AS b
