@@ -148,7 +148,7 @@ impl Database {
         crate::similar_to::install(&ctx);
         crate::interval_order::install(&ctx);
         crate::numeric_division::install(&ctx).map_err(ServerError::from)?;
-        crate::pg_casts::install(&ctx);
+        crate::quotient_markings::install(&ctx);
         crate::using_joins::install(&ctx);
         let catalog = ctx
             .catalog(DATABASE)

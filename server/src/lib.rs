@@ -124,6 +124,7 @@ pub mod portal_execute;
 pub mod protocol_statements;
 pub mod provider;
 pub mod query_memory;
+pub mod quotient_markings;
 pub mod restore;
 pub mod result_columns;
 pub mod result_formats;

@@ -12,7 +12,7 @@
 //!
 //!   The scale is the one the decimal has when the query is planned; a quotient's (`/`, `avg`)
 //!   grows later, when [`crate::numeric_division`] replaces DataFusion's: after type coercion,
-//!   [`QuotientCasts`] drops such a cast of a quotient, whose digits it would cut.
+//!   [`crate::quotient_markings`] drops such a cast of a quotient, whose digits it would cut.
 //!
 //! - `CAST(x AS uuid)` checks and canonicalizes `x` ([`crate::pg_uuid`]).
 //! - `CAST(x AS text)` of a `jsonb`, `uuid` or `varchar` is a `text`.
@@ -23,14 +23,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, DECIMAL128_MAX_PRECISION};
-use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, Result};
 use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::{lit, Cast, Expr, ExprSchemable, LogicalPlan, Union};
-use datafusion::optimizer::AnalyzerRule;
-use datafusion::prelude::SessionContext;
+use datafusion::logical_expr::{lit, Cast, Expr, ExprSchemable, LogicalPlan};
 
 use crate::pg_column_types::PG_TYPE_KEY;
 use crate::pg_text::UNCONSTRAINED_NUMERIC;
@@ -168,125 +164,4 @@ fn postgres_cast(expr: Expr, schema: Option<&DFSchema>) -> Result<Transformed<Ex
         cast.expr.clone(),
         DataType::Decimal128(DECIMAL128_MAX_PRECISION, scale),
     ))))
-}
-
-pub fn install(ctx: &SessionContext) {
-    ctx.add_analyzer_rule(Arc::new(QuotientCasts));
-}
-
-/// Drops each unconstrained-NUMERIC cast of a quotient: `avg(x)::numeric` is `avg(x)`, all
-/// its digits.
-#[derive(Debug)]
-pub struct QuotientCasts;
-
-impl AnalyzerRule for QuotientCasts {
-    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        let rewritten = plan.transform_up_with_subqueries(|node| {
-            if let LogicalPlan::Union(union) = node {
-                return union_markings(union).map(|u| Transformed::yes(LogicalPlan::Union(u)));
-            }
-            let schema = datafusion::logical_expr::utils::merge_schema(&node.inputs());
-            // The nodes above read the cast's column by its name.
-            let names = NamePreserver::new(&node);
-            let node = node.map_expressions(|expr| {
-                let name = names.save(&expr);
-                let uncast = expr.transform_up(|expr| quotient_uncast(expr, &schema))?;
-                Ok(uncast.update_data(|e| name.restore(e)))
-            })?;
-            if node.transformed {
-                node.map_data(|plan| plan.recompute_schema())
-            } else {
-                Ok(node)
-            }
-        })?;
-        Ok(rewritten.data)
-    }
-
-    fn name(&self) -> &str {
-        "eddy_quotient_casts"
-    }
-}
-
-/// A UNION's column is a quotient only where every branch's is: DataFusion merges the
-/// branches' markings, and would print `1.5` of another branch as `1.5000000000000000`.
-fn union_markings(mut union: Union) -> Result<Union> {
-    let key = crate::numeric_division::QUOTIENT_KEY;
-    let fields = union
-        .schema
-        .iter()
-        .enumerate()
-        .map(|(i, (qualifier, field))| {
-            let least_scales = union.inputs.iter().map(|input| {
-                crate::numeric_division::quotient_least_scale(input.schema().field(i))
-            });
-            let least_scale: Option<Vec<i32>> = least_scales.collect();
-            let mut field = field.as_ref().clone();
-            let mut metadata = field.metadata().clone();
-            match (
-                least_scale.and_then(|s| s.into_iter().min()),
-                field.data_type(),
-            ) {
-                (Some(least), DataType::Decimal128(_, scale)) => {
-                    metadata.insert(key.to_string(), format!("{least}/{scale}"));
-                }
-                _ => {
-                    metadata.remove(key);
-                }
-            }
-            field.set_metadata(metadata);
-            (qualifier.cloned(), Arc::new(field))
-        });
-    let schema = DFSchema::new_with_metadata(fields.collect(), union.schema.metadata().clone())?;
-    union.schema = Arc::new(schema);
-    Ok(union)
-}
-
-fn quotient_uncast(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
-    let Expr::Cast(cast) = &expr else {
-        return Ok(Transformed::no(expr));
-    };
-    let key = crate::numeric_division::QUOTIENT_KEY;
-    if cast.field.metadata().contains_key(key) {
-        // Type coercion casts each UNION branch to the union's column, marking included.
-        let Ok((_, input)) = cast.expr.to_field(schema) else {
-            return Ok(Transformed::no(expr));
-        };
-        let mut field = cast.field.as_ref().clone();
-        let mut metadata = field.metadata().clone();
-        // A quotient cast to the union's scale is still one, at that scale.
-        let marking = match (
-            crate::numeric_division::quotient_least_scale(&input),
-            field.data_type(),
-        ) {
-            (Some(least), DataType::Decimal128(_, scale)) => Some(format!("{least}/{scale}")),
-            _ => None,
-        };
-        if metadata.get(key) == marking.as_ref() {
-            return Ok(Transformed::no(expr));
-        }
-        match marking {
-            Some(marking) => metadata.insert(key.to_string(), marking),
-            None => metadata.remove(key),
-        };
-        field.set_metadata(metadata);
-        return Ok(Transformed::yes(Expr::Cast(Cast::new_from_field(
-            cast.expr.clone(),
-            Arc::new(field),
-        ))));
-    }
-    // A declared `numeric(p, s)` carries its type modifier; an unconstrained one nothing.
-    let unconstrained = matches!(
-        cast.field.data_type(),
-        DataType::Decimal128(DECIMAL128_MAX_PRECISION, _)
-    ) && cast.field.metadata().is_empty();
-    if !unconstrained {
-        return Ok(Transformed::no(expr));
-    }
-    let Ok((_, input)) = cast.expr.to_field(schema) else {
-        return Ok(Transformed::no(expr));
-    };
-    if crate::numeric_division::quotient_least_scale(&input).is_none() {
-        return Ok(Transformed::no(expr));
-    }
-    Ok(Transformed::yes(cast.expr.as_ref().clone()))
 }
