@@ -94,7 +94,11 @@ impl AggregateUDFImpl for NumericMean {
     fn return_field(&self, arg_fields: &[FieldRef]) -> Result<FieldRef> {
         let input = arg_fields[0].data_type();
         let data_type = self.return_type(std::slice::from_ref(input))?;
-        Ok(quotient_field(self.name(), data_type, &[input]))
+        Ok(quotient_field(
+            self.name(),
+            data_type,
+            std::slice::from_ref(input),
+        ))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {

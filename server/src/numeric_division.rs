@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, AsArray, Decimal128Array};
+use datafusion::arrow::array::{ArrayRef, AsArray, Decimal128Array};
 use datafusion::arrow::datatypes::{i256, DataType, Decimal128Type, Field, FieldRef};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
@@ -41,7 +41,7 @@ const MAX_SCALE: i16 = 20;
 pub const QUOTIENT_KEY: &str = "eddy.numeric_quotient";
 
 /// A quotient column's field of `data_type`, marked with its operands' largest declared scale.
-pub(crate) fn quotient_field(name: &str, data_type: DataType, operands: &[&DataType]) -> FieldRef {
+pub(crate) fn quotient_field(name: &str, data_type: DataType, operands: &[DataType]) -> FieldRef {
     let least_scale = operands
         .iter()
         .filter_map(|t| match t {
@@ -209,9 +209,12 @@ impl ScalarUDFImpl for NumericDivide {
     }
 
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        let types: Vec<&DataType> = args.arg_fields.iter().map(|f| f.data_type()).collect();
-        let data_type =
-            self.return_type(&types.iter().map(|t| (*t).clone()).collect::<Vec<_>>())?;
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let data_type = self.return_type(&types)?;
         Ok(quotient_field(self.name(), data_type, &types))
     }
 
@@ -226,21 +229,12 @@ impl ScalarUDFImpl for NumericDivide {
         let scale = quotient_scale(dividend_type.0, dividend_type.1);
         let left = args.args[0].to_array(rows)?;
         let right = args.args[1].to_array(rows)?;
-        let (left, right) = (
-            left.as_primitive::<Decimal128Type>(),
-            right.as_primitive::<Decimal128Type>(),
-        );
-        let quotients = (0..rows)
-            .map(|i| {
-                if left.is_null(i) || right.is_null(i) {
-                    return Ok(None);
-                }
-                let dividend = Numeric::new(left.value(i), dividend_type);
-                let divisor = Numeric::new(right.value(i), divisor_type);
-                divide(dividend, divisor, scale).map(Some)
-            })
-            .collect::<Result<Decimal128Array>>()?
-            .with_precision_and_scale(38, scale)?;
+        let quotients = decimal_pairs(&left, &right, |dividend, divisor| {
+            let dividend = Numeric::new(dividend, dividend_type);
+            let divisor = Numeric::new(divisor, divisor_type);
+            divide(dividend, divisor, scale)
+        })?
+        .with_precision_and_scale(38, scale)?;
         let all_scalar = args
             .args
             .iter()
@@ -251,6 +245,26 @@ impl ScalarUDFImpl for NumericDivide {
             ColumnarValue::Array(Arc::new(quotients))
         })
     }
+}
+
+/// `f` of each row's two decimals, NULL where either is: the digits of a decimal column whose
+/// precision and scale the caller sets.
+pub(crate) fn decimal_pairs(
+    left: &ArrayRef,
+    right: &ArrayRef,
+    f: impl Fn(i128, i128) -> Result<i128>,
+) -> Result<Decimal128Array> {
+    let (left, right) = (
+        left.as_primitive::<Decimal128Type>(),
+        right.as_primitive::<Decimal128Type>(),
+    );
+    left.iter()
+        .zip(right.iter())
+        .map(|pair| match pair {
+            (Some(a), Some(b)) => f(a, b).map(Some),
+            _ => Ok(None),
+        })
+        .collect()
 }
 
 /// The fraction digits `value` (held at `scale`) has without its trailing zeros.
@@ -411,7 +425,7 @@ mod tests {
         let field = quotient_field(
             "q",
             DataType::Decimal128(38, 20),
-            &[&DataType::Decimal128(10, 2)],
+            &[DataType::Decimal128(10, 2)],
         );
         assert_eq!(quotient_least_scale(&field), Some(2));
         let cast = field
@@ -420,7 +434,7 @@ mod tests {
             .with_data_type(DataType::Decimal128(10, 2));
         assert_eq!(quotient_least_scale(&cast), None);
         let unconstrained = DataType::Decimal128(38, 10);
-        let field = quotient_field("q", DataType::Decimal128(38, 20), &[&unconstrained]);
+        let field = quotient_field("q", DataType::Decimal128(38, 20), &[unconstrained]);
         assert_eq!(quotient_least_scale(&field), Some(0));
     }
 

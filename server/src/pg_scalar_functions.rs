@@ -8,11 +8,11 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Decimal128Array, Int32Array, ListBuilder, StringArray, StringBuilder,
+    Array, ArrayRef, AsArray, Int32Array, ListBuilder, StringArray, StringBuilder,
 };
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::compute::kernels::numeric;
-use datafusion::arrow::datatypes::{DataType, Decimal128Type, Field, DECIMAL128_MAX_PRECISION};
+use datafusion::arrow::datatypes::{DataType, Field, DECIMAL128_MAX_PRECISION};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, ScalarValue};
@@ -387,21 +387,13 @@ impl ScalarUDFImpl for Div {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let (dividends, divisors) = (
-            arrays[0].as_primitive::<Decimal128Type>(),
-            arrays[1].as_primitive::<Decimal128Type>(),
-        );
-        let quotients = (0..dividends.len())
-            .map(|i| {
-                if dividends.is_null(i) || divisors.is_null(i) {
-                    return Ok(None);
-                }
-                match divisors.value(i) {
+        let quotients =
+            crate::numeric_division::decimal_pairs(&arrays[0], &arrays[1], |dividend, divisor| {
+                match divisor {
                     0 => Err(ServerError::new("22012", "division by zero").into()),
-                    divisor => Ok(Some(dividends.value(i) / divisor)),
+                    divisor => Ok(dividend / divisor),
                 }
-            })
-            .collect::<Result<Decimal128Array>>()?;
+            })?;
         Ok(ColumnarValue::Array(Arc::new(
             quotients.with_precision_and_scale(DECIMAL128_MAX_PRECISION, 0)?,
         )))
