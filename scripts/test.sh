@@ -23,6 +23,10 @@ export EDDY_TOOLS_DIR="${EDDY_TOOLS_DIR:-$HOME/.cache/eddy-tools}"
 export EDDY_TANSU_BIN="$EDDY_TOOLS_DIR/bin/tansu"
 # Here a missing client fails its test instead of skipping it.
 export EDDY_REQUIRE_CLIENTS=1
+# The storage fault tests mount filesystems: as root (CI) they must run, elsewhere they skip.
+if [ "$(id -u)" = 0 ]; then
+    export EDDY_REQUIRE_FAULT_TESTS=1
+fi
 
 install_logs="$(mktemp -d "${TMPDIR:-/tmp}/eddy-installs.XXXXXX")"
 # Process groups of the installs still running (each its own, so that all of a cargo

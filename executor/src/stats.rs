@@ -67,9 +67,8 @@ pub struct EngineStats {
     pub views: Vec<ViewStats>,
     pub sources: Vec<SourceStats>,
     pub progress: Vec<SourceProgressStats>,
-    pub store_bytes: u64,
-    /// Bytes of replaced values kept for queries still reading an older snapshot.
-    pub snapshot_bytes: u64,
+    /// The store's sizes and health.
+    pub store: eddy_storage::StoreStats,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -66,7 +66,7 @@ impl From<ExecError> for ServerError {
             ExecError::Internal(_) => Self::new("XX000", e.to_string()),
             ExecError::InvalidOption(m) => Self::new("22023", m),
             ExecError::Stopped => Self::new("57P01", e.to_string()),
-            ExecError::Storage(e) => Self::internal(e.to_string()),
+            ExecError::Storage(e) => storage_error(&e),
             ExecError::DataFusion(e) => e.into(),
             ExecError::Arrow(e) => arrow_error(&e),
             ExecError::Plan(e) => e.into(),
@@ -120,8 +120,25 @@ fn sqlstate(code: &str) -> Option<&'static str> {
 
 impl From<eddy_storage::StorageError> for ServerError {
     fn from(e: eddy_storage::StorageError) -> Self {
-        Self::internal(e.to_string())
+        storage_error(&e)
     }
+}
+
+/// A storage error as Postgres classes a file access error (`errcode_for_file_access`).
+fn storage_error(e: &eddy_storage::StorageError) -> ServerError {
+    use eddy_storage::FaultKind;
+    let code = match e.fault().map(|fault| fault.kind) {
+        Some(FaultKind::DiskFull) => "53100",
+        Some(FaultKind::Permission) => "42501",
+        Some(FaultKind::TooManyFiles) => "53000",
+        Some(FaultKind::OutOfMemory) => "53200",
+        Some(FaultKind::Io) => "58030",
+        None => match e {
+            eddy_storage::StorageError::Read(_) | eddy_storage::StorageError::Io(_) => "58030",
+            _ => "XX000",
+        },
+    };
+    ServerError::new(code, e.to_string())
 }
 
 fn arrow_error(e: &ArrowError) -> ServerError {
@@ -153,6 +170,12 @@ impl From<DataFusionError> for ServerError {
                 if inner.is::<crate::function_caps::ValueTooLarge>() =>
             {
                 return ServerError::new("54000", inner.to_string());
+            }
+            DataFusionError::External(inner) if inner.is::<eddy_storage::StorageError>() => {
+                if let Some(error) = inner.downcast_ref::<eddy_storage::StorageError>() {
+                    return storage_error(error);
+                }
+                "XX000"
             }
             DataFusionError::External(inner) if inner.is::<ServerError>() => {
                 if let Some(error) = inner.downcast_ref::<ServerError>() {

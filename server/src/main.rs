@@ -11,7 +11,7 @@ use eddy_server::auth::{tls_acceptor, Authentication, Credentials};
 use eddy_server::connection::{self, ConnectionOptions};
 use eddy_server::database::Database;
 use eddy_server::handler::EddyServerHandlers;
-use eddy_storage::{SledStore, Store};
+use eddy_storage::{FjallStore, Store};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
@@ -33,9 +33,9 @@ struct Args {
     /// How often an epoch is committed while changes are pending (e.g. `1s`, `250ms`).
     #[arg(long, env = "EDDY_CHECKPOINT_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration)]
     checkpoint_interval: Duration,
-    /// Memory for the store's page cache, in MiB (more keeps more of large views' index in
+    /// Memory for the store's block cache, in MiB (more keeps more of large views and state in
     /// memory; less lowers the server's footprint).
-    #[arg(long, env = "EDDY_STORE_CACHE_MIB", default_value_t = eddy_storage::store::DEFAULT_CACHE_MIB)]
+    #[arg(long, env = "EDDY_STORE_CACHE_MIB", default_value_t = eddy_storage::fjall_store::DEFAULT_CACHE_MIB)]
     store_cache_mib: u64,
     /// Create (unless present) a Nexmark `bid` source and a live `hot_auctions` view.
     #[arg(long, env = "EDDY_DEMO")]
@@ -131,7 +131,7 @@ async fn serve() -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data directory {}", args.data_dir.display()))?;
     let store: Arc<dyn Store> = Arc::new(
-        SledStore::open_with_cache(&args.data_dir, args.store_cache_mib << 20)
+        FjallStore::open_with_cache(&args.data_dir, args.store_cache_mib << 20)
             .with_context(|| format!("cannot open the store in {}", args.data_dir.display()))?,
     );
     let open_store = opening.elapsed();
@@ -251,10 +251,23 @@ async fn serve() -> anyhow::Result<()> {
         }
     }
     tracing::info!("shutting down: committing the current epoch");
-    engine.shutdown().await?;
-    tracing::info!("stopped");
-    Ok(())
+    // Every acknowledged statement is already durable: a last commit that cannot finish (a
+    // dead disk) must not keep the process from stopping.
+    match tokio::time::timeout(SHUTDOWN_COMMIT_TIMEOUT, engine.shutdown()).await {
+        Ok(Ok(())) => tracing::info!("stopped"),
+        Ok(Err(error)) => tracing::warn!(%error, "stopped; the last epoch was not committed"),
+        Err(_) => tracing::warn!(
+            seconds = SHUTDOWN_COMMIT_TIMEOUT.as_secs(),
+            "stopped without the last epoch's commit, which did not finish in time"
+        ),
+    }
+    // Not waiting for the store's background threads either: what they write is rebuilt from
+    // the journal at the next start.
+    std::process::exit(0)
 }
+
+/// How long the last commit may take at shutdown.
+const SHUTDOWN_COMMIT_TIMEOUT: Duration = Duration::from_secs(3);
 
 async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();

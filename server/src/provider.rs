@@ -29,10 +29,12 @@ pub struct QuerySnapshot {
 }
 
 impl QuerySnapshot {
-    fn get(&self, store: &dyn Store) -> Arc<Snapshot> {
-        self.snapshot
-            .get_or_init(|| Arc::new(store.snapshot()))
-            .clone()
+    fn get(&self, store: &dyn Store) -> Result<Arc<Snapshot>> {
+        if let Some(snapshot) = self.snapshot.get() {
+            return Ok(snapshot.clone());
+        }
+        let snapshot = Arc::new(store.snapshot().map_err(crate::error::ServerError::from)?);
+        Ok(self.snapshot.get_or_init(|| snapshot).clone())
     }
 }
 
@@ -190,8 +192,12 @@ impl TableProvider for StoredTable {
             }
         }
         let snapshot = match state.config().get_extension::<QuerySnapshot>() {
-            Some(query) => query.get(self.store.as_ref()),
-            None => Arc::new(self.store.snapshot()),
+            Some(query) => query.get(self.store.as_ref())?,
+            None => Arc::new(
+                self.store
+                    .snapshot()
+                    .map_err(crate::error::ServerError::from)?,
+            ),
         };
         let schema = self.schema();
         let mut ranges = self

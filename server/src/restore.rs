@@ -1,5 +1,5 @@
 //! How long this server's start took to bring its data back: opening the store (which
-//! repairs a half-applied last epoch) and restoring the catalog (re-planning every object and
+//! replays its journal, and migrates a directory of an older format) and restoring the catalog (re-planning every object and
 //! reloading operator state). Shown in `eddy_catalog.restore`, the log and the metrics.
 
 use std::sync::OnceLock;
@@ -10,7 +10,7 @@ use std::time::Duration;
 pub struct RestoreReport {
     /// When the server started, in microseconds since the Unix epoch.
     pub started_at_micros: i64,
-    /// Opening the store: the format check, sled's recovery, the redo record.
+    /// Opening the store: the format check (and a migration), the journal's replay.
     pub open_store: Duration,
     /// Restoring the catalog: every table, source and view re-planned, state reloaded.
     pub restore_catalog: Duration,

@@ -149,6 +149,9 @@ pub struct EddyConfig {
     pub env: Vec<(String, String)>,
     /// How long to wait for the port to accept connections.
     pub start_timeout: Duration,
+    /// Run the server as this user and group id (the harness runs as root), e.g. so that
+    /// file permissions apply to it.
+    pub run_as: Option<(u32, u32)>,
 }
 
 impl EddyConfig {
@@ -162,6 +165,7 @@ impl EddyConfig {
             extra_args: Vec::new(),
             env: Vec::new(),
             start_timeout: start_timeout_from_env(),
+            run_as: None,
         }
     }
 }
@@ -398,6 +402,10 @@ impl EddyProcess {
         }
         if let Some(interval) = &self.config.checkpoint_interval {
             command.arg("--checkpoint-interval").arg(interval);
+        }
+        if let Some((uid, gid)) = self.config.run_as {
+            use std::os::unix::process::CommandExt;
+            command.uid(uid).gid(gid);
         }
         command
             .args(&self.config.extra_args)

@@ -2,9 +2,23 @@
 
 use thiserror::Error;
 
+pub use crate::fault::{FaultKind, StoreFault};
+
 #[derive(Debug, Error)]
 pub enum StorageError {
-    #[error("storage I/O error: {0}")]
+    /// A write the store could not make durable (disk full, permissions, too many open files,
+    /// I/O errors): nothing of it was committed, and the store recovers by itself once the
+    /// cause is gone.
+    #[error(transparent)]
+    Fault(StoreFault),
+    /// A read the store could not serve.
+    #[error("storage read error: {0}")]
+    Read(String),
+    /// The store could not be opened (the message says why and where).
+    #[error("{0}")]
+    Open(String),
+    /// The sled store of an old data directory, read to migrate it.
+    #[error("reading the old (sled) store: {0}")]
     Sled(#[from] sled::Error),
     #[error("row codec error: {0}")]
     Codec(#[from] arrow::error::ArrowError),
@@ -18,6 +32,21 @@ pub enum StorageError {
     Format(String),
     #[error("data directory: {0}")]
     Io(#[from] std::io::Error),
+}
+
+impl StorageError {
+    /// A failed read of the store.
+    pub(crate) fn read(error: impl std::fmt::Display) -> Self {
+        Self::Read(error.to_string())
+    }
+
+    /// The fault, when this is one.
+    pub fn fault(&self) -> Option<&StoreFault> {
+        match self {
+            Self::Fault(fault) => Some(fault),
+            _ => None,
+        }
+    }
 }
 
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;

@@ -10,21 +10,25 @@
 //!
 //! Format history:
 //! - 0: Eddy before the marker: the layout of format 1, rows in Arrow 59's row format (the
-//!   only Arrow Eddy used then). Migrated by writing the marker.
-//! - 1: the marker, with the layout of format 0.
+//!   only Arrow Eddy used then).
+//! - 1: the marker, with the layout of format 0: one sled tree of `table_id ++ key`, and the
+//!   last epoch's writes in a redo record.
+//! - 2: a fjall database in the folder `store`: the same keys and values, in keyspaces by the
+//!   kind of table (see `keys::Space`); fjall's journal is the redo log. Formats 0 and 1 are
+//!   migrated into it (see `migrate`).
 
 use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Result, StorageError};
+use crate::{sled_legacy, Result, StorageError};
 
 /// The marker's file name, in the data directory.
 pub const FORMAT_FILE: &str = "eddy-format.json";
 /// The storage format this Eddy writes. Bump it (and add a migration or a refusal below) with
 /// any change to how keys, values, the redo record or the catalog are encoded.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// How rows are encoded into keys and values.
 pub const ROW_ENCODING: &str = "arrow-row";
 /// The Arrow major version whose row format encodes the rows (checked against Cargo.lock by a
@@ -63,12 +67,15 @@ pub enum Prepared {
     /// The directory is in the current format.
     Current,
     /// The directory was migrated from this format to the current one.
-    Migrated { from: u32 },
+    Migrated {
+        from: u32,
+        copied: crate::migrate::Copied,
+    },
 }
 
 /// Checks (and if needed migrates or creates) the format of the data directory `dir`, before
-/// the store is opened in it.
-pub fn prepare(dir: &Path) -> Result<Prepared> {
+/// the store is opened in it. A migration opens the new store with a cache of `cache_bytes`.
+pub fn prepare(dir: &Path, cache_bytes: u64) -> Result<Prepared> {
     std::fs::create_dir_all(dir)?;
     let marker = dir.join(FORMAT_FILE);
     let found = match std::fs::read(&marker) {
@@ -84,12 +91,25 @@ pub fn prepare(dir: &Path) -> Result<Prepared> {
         Err(e) => return Err(e.into()),
     };
     match found {
-        Some(format) => check(dir, &format).map(|()| Prepared::Current),
-        None if holds_store(dir)? => {
-            // Format 0: today's layout, unmarked. Its rows were encoded by Arrow 59.
+        Some(format) if format.format_version >= FORMAT_VERSION => {
+            check(dir, &format)?;
+            // A crash after the marker of a migration, before the old files were removed.
+            crate::migrate::remove_sled_files(dir)?;
+            Ok(Prepared::Current)
+        }
+        Some(format) => {
+            check_encoding(
+                dir,
+                &format.row_encoding,
+                format.arrow_major,
+                format.format_version,
+            )?;
+            migrate(dir, format.format_version, cache_bytes)
+        }
+        None if sled_legacy::holds_sled_store(dir) => {
+            // Format 0: the layout of format 1, unmarked. Its rows were encoded by Arrow 59.
             check_encoding(dir, ROW_ENCODING, FORMAT_0_ARROW_MAJOR, 0)?;
-            write_marker(dir, &DataFormat::current())?;
-            Ok(Prepared::Migrated { from: 0 })
+            migrate(dir, 0, cache_bytes)
         }
         None if is_empty(dir)? => {
             write_marker(dir, &DataFormat::current())?;
@@ -103,12 +123,21 @@ pub fn prepare(dir: &Path) -> Result<Prepared> {
     }
 }
 
+/// Copies a sled store (format `from`) into the current store, marks the directory, then
+/// removes the old files: until the marker is written, they are the data.
+fn migrate(dir: &Path, from: u32, cache_bytes: u64) -> Result<Prepared> {
+    let copied = crate::migrate::sled_to_fjall(dir, cache_bytes)?;
+    write_marker(dir, &DataFormat::current())?;
+    crate::migrate::remove_sled_files(dir)?;
+    Ok(Prepared::Migrated { from, copied })
+}
+
 /// [`prepare`], logging a migration or a new directory.
-pub fn prepare_logged(dir: &Path) -> Result<Prepared> {
-    let prepared = prepare(dir)?;
+pub fn prepare_logged(dir: &Path, cache_bytes: u64) -> Result<Prepared> {
+    let prepared = prepare(dir, cache_bytes)?;
     match prepared {
-        Prepared::Migrated { from } => tracing::info!(
-            data_dir = %dir.display(), from, to = FORMAT_VERSION,
+        Prepared::Migrated { from, copied } => tracing::info!(
+            data_dir = %dir.display(), from, to = FORMAT_VERSION, rows = copied.rows,
             "migrated the data directory's storage format"
         ),
         Prepared::Created => tracing::info!(
@@ -132,8 +161,6 @@ fn check(dir: &Path, format: &DataFormat) -> Result<()> {
             format.written_by,
         )));
     }
-    // Formats between the directory's and the current one would be migrated here, one step
-    // at a time; format 1 is the first with a marker, so there are none yet.
     check_encoding(
         dir,
         &format.row_encoding,
@@ -157,11 +184,6 @@ fn check_encoding(dir: &Path, encoding: &str, arrow_major: u32, version: u32) ->
     )))
 }
 
-/// Whether sled's files are in `dir` (an Eddy store, with or without a marker).
-fn holds_store(dir: &Path) -> Result<bool> {
-    Ok(dir.join("conf").is_file() && dir.join("db").is_file())
-}
-
 fn is_empty(dir: &Path) -> Result<bool> {
     Ok(std::fs::read_dir(dir)?.next().is_none())
 }
@@ -181,6 +203,8 @@ fn write_marker(dir: &Path, format: &DataFormat) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const CACHE: u64 = 8 << 20;
 
     #[test]
     fn the_recorded_arrow_major_is_the_one_built_with() {
@@ -209,9 +233,9 @@ mod tests {
     fn a_new_directory_is_marked() {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
-        assert_eq!(prepare(&data).unwrap(), Prepared::Created);
+        assert_eq!(prepare(&data, CACHE).unwrap(), Prepared::Created);
         assert_eq!(marker(&data), DataFormat::current());
-        assert_eq!(prepare(&data).unwrap(), Prepared::Current);
+        assert_eq!(prepare(&data, CACHE).unwrap(), Prepared::Current);
     }
 
     #[test]
@@ -223,9 +247,9 @@ mod tests {
             ..DataFormat::current()
         };
         write_marker(dir.path(), &newer).unwrap();
-        let error = prepare(dir.path()).unwrap_err().to_string();
+        let error = prepare(dir.path(), CACHE).unwrap_err().to_string();
         assert!(
-            error.contains("written by Eddy 9.0.0 in storage format 2"),
+            error.contains("written by Eddy 9.0.0 in storage format 3"),
             "{error}"
         );
         assert!(error.contains("Run Eddy 9.0.0 or newer"), "{error}");
@@ -240,7 +264,7 @@ mod tests {
             ..DataFormat::current()
         };
         write_marker(dir.path(), &older).unwrap();
-        let error = prepare(dir.path()).unwrap_err().to_string();
+        let error = prepare(dir.path(), CACHE).unwrap_err().to_string();
         assert!(
             error.contains(&format!("by Arrow {}", ARROW_MAJOR - 1)),
             "{error}"
@@ -252,7 +276,7 @@ mod tests {
     fn an_unreadable_marker_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(FORMAT_FILE), b"{not json").unwrap();
-        let error = prepare(dir.path()).unwrap_err().to_string();
+        let error = prepare(dir.path(), CACHE).unwrap_err().to_string();
         assert!(error.contains("is unreadable"), "{error}");
     }
 
@@ -260,7 +284,7 @@ mod tests {
     fn a_directory_of_other_files_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("notes.txt"), b"mine").unwrap();
-        let error = prepare(dir.path()).unwrap_err().to_string();
+        let error = prepare(dir.path(), CACHE).unwrap_err().to_string();
         assert!(error.contains("holds files but no Eddy data"), "{error}");
         assert!(!dir.path().join(FORMAT_FILE).exists());
     }

@@ -194,7 +194,7 @@ mod tests {
 
     /// The included `n` of every entry, in index order.
     fn included_ns(store: &MemStore, index: &IndexDef) -> Vec<i64> {
-        let snapshot = store.snapshot();
+        let snapshot = store.snapshot().unwrap();
         let entries = store
             .read_range(&snapshot, 11, &KeyRange::all(), 100)
             .unwrap();

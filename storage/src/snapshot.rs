@@ -1,18 +1,15 @@
 //! Snapshots: reads that see one committed epoch while later epochs commit.
 //!
-//! sled has no snapshots of its own, so the store keeps, while any snapshot is open, the value
-//! every key had before each commit that changed it (the old value comes back from sled's
-//! `insert`/`remove` at no extra read). A read at snapshot `s` takes a key's value from the
-//! first commit after `s` that changed it, if one did, and from the tree otherwise. A query
-//! holds the store's lock only while it reads one chunk, so a long query neither blocks commits
-//! nor sees one half-applied. Old values are dropped as soon as no open snapshot predates the
-//! commit that replaced them; their size is bounded by what commits while a query runs.
+//! A snapshot is the store's MVCC view as of its last commit (fjall's snapshots; a copy-on-write
+//! map in the in-memory store). A query takes one at its first scan and reads every table from
+//! it, so it sees whole epochs only however long it runs; the store keeps the versions it needs
+//! until it is dropped.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 
-use crate::keys::{table_prefix, TableId};
+use crate::keys::{space_of, table_key, table_prefix, TableId};
 use crate::Result;
 
 /// A range of row keys (without the table prefix).
@@ -91,230 +88,95 @@ pub fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
 
 /// One committed state of the store. Reads through it see that state until it is dropped.
 pub struct Snapshot {
-    seq: u64,
-    versions: Arc<Versions>,
+    pub(crate) inner: SnapshotInner,
+}
+
+pub(crate) enum SnapshotInner {
+    /// A fjall snapshot, with the open database it reads (kept open while it is read).
+    Fjall {
+        open: Arc<crate::fjall_store::Opened>,
+        snapshot: fjall::Snapshot,
+    },
+    /// The in-memory store's map as it was committed.
+    Mem(Arc<BTreeMap<Vec<u8>, Vec<u8>>>),
 }
 
 impl std::fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Snapshot({})", self.seq)
-    }
-}
-
-impl Drop for Snapshot {
-    fn drop(&mut self) {
-        self.versions.release(self.seq);
-    }
-}
-
-/// What the store keeps for open snapshots, and the lock that keeps reads to whole epochs.
-#[derive(Default)]
-pub(crate) struct Versions {
-    state: RwLock<VersionState>,
-    /// Open snapshots: commit number → how many.
-    open: Mutex<BTreeMap<u64, usize>>,
-}
-
-/// The commit that replaced a value, and the value before it (`None`: the key was absent).
-type OldValue = (u64, Option<Vec<u8>>);
-
-#[derive(Default)]
-pub(crate) struct VersionState {
-    /// Commits applied so far.
-    committed: u64,
-    /// Per full key: (the commit that changed it, its value before that commit), oldest first.
-    before: BTreeMap<Vec<u8>, Vec<OldValue>>,
-    /// The keys each commit changed, for dropping old values.
-    changed: BTreeMap<u64, Vec<Vec<u8>>>,
-    /// Bytes of the old values kept.
-    bytes: usize,
-}
-
-impl Versions {
-    pub(crate) fn read(&self) -> RwLockReadGuard<'_, VersionState> {
-        self.state.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, VersionState> {
-        self.state.write().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn open(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, usize>> {
-        self.open.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn snapshot(self: &Arc<Self>) -> Snapshot {
-        // Registered under the read lock: no commit can apply between reading the number and
-        // registering it.
-        let state = self.read();
-        let seq = state.committed;
-        *self.open().entry(seq).or_default() += 1;
-        drop(state);
-        Snapshot {
-            seq,
-            versions: self.clone(),
+        match &self.inner {
+            SnapshotInner::Fjall { snapshot, .. } => write!(f, "Snapshot({})", snapshot.seqno()),
+            SnapshotInner::Mem(map) => write!(f, "Snapshot({} keys)", map.len()),
         }
     }
-
-    /// Starts applying the next commit: the caller holds `state` (the write lock) throughout.
-    pub(crate) fn begin_commit(&self, state: &VersionState) -> Commit {
-        Commit {
-            seq: state.committed + 1,
-            keep_old: !self.open().is_empty(),
-        }
-    }
-
-    fn release(&self, seq: u64) {
-        let oldest = {
-            let mut open = self.open();
-            if let Some(count) = open.get_mut(&seq) {
-                *count -= 1;
-                if *count == 0 {
-                    open.remove(&seq);
-                }
-            }
-            open.keys().next().copied()
-        };
-        // A snapshot opened after this point starts at the newest commit and needs none of the
-        // old values kept so far, so an outdated `oldest` only keeps more than needed.
-        self.write().drop_old_values(oldest);
-    }
-
-    /// Bytes of old values kept for open snapshots.
-    pub(crate) fn kept_bytes(&self) -> usize {
-        self.read().bytes
-    }
 }
 
-/// One commit being applied.
-pub(crate) struct Commit {
-    seq: u64,
-    keep_old: bool,
-}
-
-impl VersionState {
-    /// Notes that `commit` changed `key`, whose value before it was `old`.
-    pub(crate) fn record(&mut self, commit: &Commit, key: &[u8], old: Option<Vec<u8>>) {
-        if !commit.keep_old {
-            return;
-        }
-        self.bytes += key.len() + old.as_ref().map_or(0, Vec::len);
-        self.before
-            .entry(key.to_vec())
-            .or_default()
-            .push((commit.seq, old));
-        self.changed
-            .entry(commit.seq)
-            .or_default()
-            .push(key.to_vec());
-    }
-
-    pub(crate) fn finish(&mut self, commit: Commit) {
-        self.committed = commit.seq;
-    }
-
-    /// Drops the old values no open snapshot needs: those of commits up to `oldest` (the
-    /// oldest open snapshot), or all of them.
-    fn drop_old_values(&mut self, oldest: Option<u64>) {
-        let Some(oldest) = oldest else {
-            self.before.clear();
-            self.changed.clear();
-            self.bytes = 0;
-            return;
-        };
-        let newer = self.changed.split_off(&(oldest + 1));
-        let done = std::mem::replace(&mut self.changed, newer);
-        for key in done.into_values().flatten() {
-            if let Some(entries) = self.before.get_mut(&key) {
-                entries.retain(|(commit, old)| {
-                    let keep = *commit > oldest;
-                    if !keep {
-                        self.bytes -= key.len() + old.as_ref().map_or(0, Vec::len);
-                    }
-                    keep
-                });
-                if entries.is_empty() {
-                    self.before.remove(&key);
-                }
-            }
-        }
-    }
-
-    /// The value of `key` (a full key) as of `snapshot`, given its `current` value.
-    pub(crate) fn value_at(
+impl Snapshot {
+    /// Up to `limit` rows of `table` within `range`, in key order; row keys exclude the table
+    /// prefix.
+    pub fn read_range(
         &self,
-        snapshot: &Snapshot,
-        key: &[u8],
-        current: Option<Vec<u8>>,
-    ) -> Option<Vec<u8>> {
-        match self
-            .before
-            .get(key)
-            .and_then(|entries| entries.iter().find(|(commit, _)| *commit > snapshot.seq))
-        {
-            Some((_, old)) => old.clone(),
-            None => current,
-        }
-    }
-
-    /// Up to `limit` rows of `range` (full keys) as of `snapshot`, merging the tree's current
-    /// rows (`current`, in key order) with the old values of keys changed since.
-    pub(crate) fn read_range(
-        &self,
-        snapshot: &Snapshot,
-        range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
-        mut current: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
+        table: TableId,
+        range: &KeyRange,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let seq = snapshot.seq;
-        let mut changed = self.before.range(range).filter_map(|(key, entries)| {
-            entries
-                .iter()
-                .find(|(commit, _)| *commit > seq)
-                .map(|(_, old)| (key, old))
-        });
+        let bounds = range.in_table(table);
         let mut rows = Vec::new();
-        let mut next_current = current.next().transpose()?;
-        let mut next_changed = changed.next();
-        while rows.len() < limit {
-            match (&next_current, next_changed) {
-                (None, None) => break,
-                (Some((key, _)), Some((changed_key, _))) if key < changed_key => {
-                    rows.extend(next_current.take());
-                    next_current = current.next().transpose()?;
+        match &self.inner {
+            SnapshotInner::Fjall { open, snapshot } => {
+                use fjall::Readable;
+                let keyspace = open.keyspace(space_of(table));
+                for entry in snapshot.range(keyspace, bounds).take(limit) {
+                    let (key, value) = entry.into_inner().map_err(crate::StorageError::read)?;
+                    rows.push((key[4..].to_vec(), value.to_vec()));
                 }
-                (current_row, Some((changed_key, old))) => {
-                    if current_row
-                        .as_ref()
-                        .is_some_and(|(key, _)| key == changed_key)
-                    {
-                        next_current = current.next().transpose()?;
-                    }
-                    if let Some(old) = old {
-                        rows.push((changed_key.clone(), old.clone()));
-                    }
-                    next_changed = changed.next();
-                }
-                (Some(_), None) => {
-                    rows.extend(next_current.take());
-                    next_current = current.next().transpose()?;
+            }
+            SnapshotInner::Mem(map) => {
+                for (key, value) in map.range(bounds).take(limit) {
+                    rows.push((key[4..].to_vec(), value.clone()));
                 }
             }
         }
         Ok(rows)
+    }
+
+    /// The values of `keys` (row keys of `table`), in the callers' order.
+    pub fn read_keys(&self, table: TableId, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut full = table_prefix(table).to_vec();
+        keys.iter()
+            .map(|key| {
+                full.truncate(4);
+                full.extend_from_slice(key);
+                match &self.inner {
+                    SnapshotInner::Fjall { open, snapshot } => {
+                        use fjall::Readable;
+                        let value = snapshot
+                            .get(open.keyspace(space_of(table)), &full)
+                            .map_err(crate::StorageError::read)?;
+                        Ok(value.map(|v| v.to_vec()))
+                    }
+                    SnapshotInner::Mem(map) => Ok(map.get(&full).cloned()),
+                }
+            })
+            .collect()
+    }
+
+    /// The value of one full key (table prefix included).
+    pub fn get(&self, table: TableId, row_key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let key = table_key(table, row_key);
+        Ok(self.read_keys(table, &[&key[4..]])?.pop().flatten())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{EpochBatch, MemStore, SledStore, Store};
+    use crate::{EpochBatch, FjallStore, MemStore, Store};
 
-    fn read_all(store: &dyn Store, snapshot: &Snapshot, chunk: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+    fn read_all(snapshot: &Snapshot, chunk: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut range = KeyRange::all();
         let mut rows = Vec::new();
         loop {
-            let part = store.read_range(snapshot, 20, &range, chunk).unwrap();
+            let part = snapshot.read_range(20, &range, chunk).unwrap();
             let Some((last, _)) = part.last() else {
                 return rows;
             };
@@ -337,24 +199,24 @@ mod tests {
         }
         first.put(21, b"a", b"other table".to_vec());
         store.commit(first).unwrap();
-        let before = store.snapshot();
+        let before = store.snapshot().unwrap();
         let mut second = EpochBatch::default();
         second.put(20, b"b", b"2".to_vec());
         second.delete(20, b"c");
         second.put(20, b"bb", b"new".to_vec());
         second.put(20, b"e", b"new".to_vec());
         store.commit(second).unwrap();
-        let middle = store.snapshot();
+        let middle = store.snapshot().unwrap();
         let mut third = EpochBatch::default();
         third.put(20, b"b", b"3".to_vec());
         third.delete(20, b"a");
         store.commit(third).unwrap();
         let old = rows(&[("a", "1"), ("b", "1"), ("c", "1"), ("d", "1")]);
         for chunk in [1, 2, 100] {
-            assert_eq!(read_all(store, &before, chunk), old, "chunk {chunk}");
+            assert_eq!(read_all(&before, chunk), old, "chunk {chunk}");
         }
         assert_eq!(
-            read_all(store, &middle, 2),
+            read_all(&middle, 2),
             rows(&[
                 ("a", "1"),
                 ("b", "2"),
@@ -364,18 +226,16 @@ mod tests {
             ])
         );
         assert_eq!(
-            store
-                .read_keys(&before, 20, &[&b"a"[..], &b"c"[..], &b"e"[..]])
+            before
+                .read_keys(20, &[&b"a"[..], &b"c"[..], &b"e"[..]])
                 .unwrap(),
             vec![Some(b"1".to_vec()), Some(b"1".to_vec()), None]
         );
-        assert!(store.snapshot_bytes() > 0);
         drop(before);
         drop(middle);
-        assert_eq!(store.snapshot_bytes(), 0);
-        let now = store.snapshot();
+        let now = store.snapshot().unwrap();
         assert_eq!(
-            read_all(store, &now, 3),
+            read_all(&now, 3),
             rows(&[("b", "3"), ("bb", "new"), ("d", "1"), ("e", "new")])
         );
         // A range within the table.
@@ -384,15 +244,14 @@ mod tests {
             end: Bound::Excluded(b"d".to_vec()),
         };
         assert_eq!(
-            store.read_range(&now, 20, &range, 10).unwrap(),
+            now.read_range(20, &range, 10).unwrap(),
             rows(&[("b", "3"), ("bb", "new")])
         );
         assert_eq!(
-            store
-                .read_range(&now, 20, &KeyRange::prefix(b"b"), 10)
-                .unwrap(),
+            now.read_range(20, &KeyRange::prefix(b"b"), 10).unwrap(),
             rows(&[("b", "3"), ("bb", "new")])
         );
+        assert_eq!(now.get(20, b"d").unwrap(), Some(b"1".to_vec()));
     }
 
     #[test]
@@ -401,36 +260,9 @@ mod tests {
     }
 
     #[test]
-    fn sled_store_snapshots_see_one_commit() {
+    fn fjall_store_snapshots_see_one_commit() {
         let dir = tempfile::tempdir().unwrap();
-        exercise(&SledStore::open(dir.path()).unwrap());
-    }
-
-    #[test]
-    fn old_values_are_dropped_once_no_older_snapshot_is_open() {
-        let store = MemStore::default();
-        let mut batch = EpochBatch::default();
-        batch.put(20, b"k", b"1".to_vec());
-        store.commit(batch).unwrap();
-        let first = store.snapshot();
-        let mut batch = EpochBatch::default();
-        batch.put(20, b"k", b"2".to_vec());
-        store.commit(batch).unwrap();
-        let second = store.snapshot();
-        let mut batch = EpochBatch::default();
-        batch.put(20, b"k", b"3".to_vec());
-        store.commit(batch).unwrap();
-        let both = store.snapshot_bytes();
-        drop(first);
-        // The second snapshot still needs the value the third commit replaced.
-        let kept = store.snapshot_bytes();
-        assert!(kept > 0 && kept < both, "{kept} of {both}");
-        assert_eq!(
-            store.read_range(&second, 20, &KeyRange::all(), 10).unwrap(),
-            rows(&[("k", "2")])
-        );
-        drop(second);
-        assert_eq!(store.snapshot_bytes(), 0);
+        exercise(&FjallStore::open(dir.path()).unwrap());
     }
 
     #[test]

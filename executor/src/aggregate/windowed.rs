@@ -30,9 +30,8 @@ use super::grouping::{every_set_keeps_window, grouped_rows};
 use super::{internal, AggregateInputs};
 use crate::{Barrier, ExecError, Message, Op, Operator, Result, StreamChunk, Watermark};
 
-/// Groups per persisted state page. sled writes a node (up to 16 entries) larger than 128 KiB
-/// to a file of its own, which costs a file created and deleted per write: small pages keep
-/// state nodes in its log.
+/// Groups per persisted state page: an epoch rewrites only the pages holding a changed group,
+/// so small pages keep each epoch's state writes close to what changed.
 const PAGE_GROUPS: usize = 64;
 /// First byte of a page's key (the general operator's keys are row-encoded group keys).
 const PAGE_TAG: u8 = b'W';

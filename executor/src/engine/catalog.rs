@@ -70,9 +70,8 @@ impl Engine {
         let committed = self.counters.next_catalog_seq;
         entries.retain(|(entry, _)| entry.seq < committed);
         entries.sort_by_key(|(entry, _)| entry.seq);
-        for (entry, object) in entries {
-            self.restore(entry, object)?;
-        }
+        self.unrestored = entries;
+        self.restore_unrestored()?;
         for entry in abandoned {
             self.remove_entry(&entry)?;
             self.dirty = true;
@@ -250,7 +249,15 @@ impl Engine {
             .count();
         let ids = Graph::table_ids_needed(&plan) + sources_read;
         let first_id = self.counters.next_table_id;
-        let table_ids: Vec<TableId> = (0..ids as TableId).map(|i| first_id + i).collect();
+        // The view's rows, its operators' state (in the store's state keyspace), then one id
+        // per source reader.
+        let state = 1..Graph::table_ids_needed(&plan) as TableId;
+        let table_ids: Vec<TableId> = (0..ids as TableId)
+            .map(|i| match state.contains(&i) {
+                true => eddy_storage::keys::state_table_id(first_id + i),
+                false => first_id + i,
+            })
+            .collect();
         let mut graph = Graph::build(&plan, &table_ids, &self.store, &|name| {
             self.stored_relation(name)
         })?;
@@ -284,8 +291,10 @@ impl Engine {
             }
         }
         let readers = self.open_view_readers(&name, &plan, &table_ids)?;
-        let entry = self.new_entry(ObjectKind::MaterializedView, name.clone(), sql, ids)?;
-        debug_assert_eq!(entry.table_ids, table_ids);
+        let mut entry = self.allocate_entry(ObjectKind::MaterializedView, name.clone(), sql, ids);
+        debug_assert_eq!(entry.table_ids.len(), table_ids.len());
+        entry.table_ids = table_ids;
+        entry.write(&mut self.epoch_writes)?;
         self.views.insert(
             name,
             ViewRuntime {

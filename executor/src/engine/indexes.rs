@@ -107,7 +107,7 @@ impl Engine {
             let Some(build) = &mut index.build else {
                 continue;
             };
-            let snapshot = self.store.snapshot();
+            let snapshot = self.store.snapshot()?;
             let range = KeyRange {
                 start: build.next.clone(),
                 end: Bound::Unbounded,

@@ -29,6 +29,7 @@ mod indexes;
 mod panic_note;
 mod plain_views;
 mod sources;
+mod unrestored;
 mod view_failure;
 
 pub use sources::StoredDeadLetter;
@@ -40,6 +41,7 @@ use crate::{Barrier, ExecError, Message, Result};
 type Reply<T> = oneshot::Sender<Result<T>>;
 
 /// A table, source or view to bring back from the catalog, already planned.
+#[derive(Clone)]
 pub enum Restore {
     /// A table; with a connector spec when a connector feeds it.
     Table(TableDef, Option<SourceSpec>),
@@ -444,6 +446,8 @@ struct Engine {
     flushes: Vec<PendingFlush>,
     commit_observer: Arc<OnceLock<CommitObserver>>,
     state_budget: Arc<StateBudget>,
+    /// Objects a reload could not restore yet (see `unrestored`).
+    unrestored: Vec<(CatalogEntry, Restore)>,
 }
 
 /// A FLUSH over running feeds: done when each feed reaches what its source held then.
@@ -481,6 +485,7 @@ impl Engine {
             flushes: Vec::new(),
             commit_observer: Arc::new(OnceLock::new()),
             state_budget: Arc::new(StateBudget::default()),
+            unrestored: Vec::new(),
         })
     }
 
@@ -601,6 +606,10 @@ impl Engine {
 
     /// Runs a command. Its reply waits for the commit when it changed anything.
     fn handle(&mut self, command: Command) {
+        if let Err(error) = self.restore_unrestored() {
+            command.fail(error);
+            return;
+        }
         match command {
             Command::CreateTable {
                 def,
@@ -803,11 +812,20 @@ impl Engine {
             Ok(()) => acks.into_iter().for_each(|ack| ack(Ok(()))),
             Err(error) => {
                 tracing::error!(%error, "epoch commit failed; reloading the last committed epoch");
+                // A storage fault reaches each statement as itself (53100 for a full disk);
+                // nothing of the epoch was committed.
+                let fault = match &error {
+                    ExecError::Storage(storage) => storage.fault().cloned(),
+                    _ => None,
+                };
                 let message = error.to_string();
                 for ack in acks {
-                    ack(Err(ExecError::Internal(format!(
-                        "the epoch could not be committed: {message}"
-                    ))));
+                    ack(Err(match &fault {
+                        Some(fault) => eddy_storage::StorageError::Fault(fault.clone()).into(),
+                        None => ExecError::Internal(format!(
+                            "the epoch could not be committed: {message}"
+                        )),
+                    }));
                 }
                 if let Err(error) = self.reload() {
                     tracing::error!(%error, "reloading after a failed commit failed");
@@ -819,6 +837,7 @@ impl Engine {
     /// Runs a barrier through every pipeline and commits the epoch atomically: rows, state,
     /// watermarks, late rows, source positions and dead letters together.
     fn commit(&mut self) -> Result<()> {
+        self.restore_unrestored()?;
         let started = Instant::now();
         let epoch = self.counters.epoch + 1;
         let barrier = Barrier { epoch };
@@ -1059,8 +1078,7 @@ impl Engine {
                 })
                 .collect(),
             progress: self.source_progress(),
-            store_bytes: self.store.size_on_disk(),
-            snapshot_bytes: self.store.snapshot_bytes() as u64,
+            store: self.store.stats(),
         };
         *self.stats.write().unwrap_or_else(|e| e.into_inner()) = stats;
     }

@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use eddy_executor::{EngineHandle, EngineStats};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
-use prometheus::{GaugeVec, IntCounterVec, IntGauge, IntGaugeVec, Opts};
+use prometheus::{GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
 const SPLIT_LABELS: &[&str] = &["source", "target", "split"];
 const JOIN_LABELS: &[&str] = &["view", "join", "side", "input"];
@@ -43,7 +43,10 @@ struct Families {
     join_evicted: IntCounterVec,
     committed_epoch: IntGauge,
     store_bytes: IntGauge,
-    snapshot_bytes: IntGauge,
+    store_write_buffer_bytes: IntGauge,
+    store_cache_bytes: IntGauge,
+    store_faults: IntCounter,
+    store_recovering: IntGauge,
 }
 
 fn opts(name: &str, help: &str) -> Opts {
@@ -167,9 +170,21 @@ impl Families {
             )?,
             committed_epoch: IntGauge::new("eddy_committed_epoch", "The last committed epoch")?,
             store_bytes: IntGauge::new("eddy_store_size_bytes", "Bytes the store takes on disk")?,
-            snapshot_bytes: IntGauge::new(
-                "eddy_snapshot_retained_bytes",
-                "Bytes of replaced values kept for queries still reading an older snapshot",
+            store_write_buffer_bytes: IntGauge::new(
+                "eddy_store_write_buffer_bytes",
+                "Bytes of committed writes held in memory (memtables), not yet in table files",
+            )?,
+            store_cache_bytes: IntGauge::new(
+                "eddy_store_cache_bytes",
+                "Bytes in the store's block cache (bounded by --store-cache-mib)",
+            )?,
+            store_faults: IntCounter::new(
+                "eddy_store_write_faults_total",
+                "Epoch writes that failed (disk full, permissions, open-file limit, I/O errors)",
+            )?,
+            store_recovering: IntGauge::new(
+                "eddy_store_recovering",
+                "1 while the store is recovering from a write fault (writes fail meanwhile)",
             )?,
         })
     }
@@ -203,7 +218,10 @@ impl Families {
             &self.join_evicted,
             &self.committed_epoch,
             &self.store_bytes,
-            &self.snapshot_bytes,
+            &self.store_write_buffer_bytes,
+            &self.store_cache_bytes,
+            &self.store_faults,
+            &self.store_recovering,
         ]
     }
 
@@ -306,8 +324,13 @@ impl Families {
             }
         }
         self.committed_epoch.set(stats.epoch as i64);
-        self.store_bytes.set(stats.store_bytes as i64);
-        self.snapshot_bytes.set(stats.snapshot_bytes as i64);
+        self.store_bytes.set(stats.store.disk_bytes as i64);
+        self.store_write_buffer_bytes
+            .set(stats.store.write_buffer_bytes as i64);
+        self.store_cache_bytes.set(stats.store.cache_bytes as i64);
+        self.store_faults.inc_by(stats.store.faults);
+        self.store_recovering
+            .set(i64::from(stats.store.fault.is_some()));
     }
 }
 

@@ -1,0 +1,128 @@
+//! A data directory written by the previous release (sled, storage format 1) is migrated into
+//! the current store at the first start: its tables, views (rows and operator state), late rows
+//! and positions read back, and its views go on from where they were.
+//!
+//! The fixture was written by that release (`tests/fixtures/sled-format-1/README.md` has the
+//! statements).
+
+use std::path::Path;
+
+use eddy_sqllogictest::{find_eddy_binary, EddyConfig, EddyProcess};
+use tempfile::TempDir;
+use tokio_postgres::Client;
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else if entry.file_name() != "README.md" {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+async fn rows(client: &Client, sql: &str) -> Vec<String> {
+    client
+        .simple_query(sql)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|message| match message {
+            tokio_postgres::SimpleQueryMessage::Row(row) => Some(
+                (0..row.len())
+                    .map(|i| row.get(i).unwrap_or("NULL").to_string())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn check_contents(client: &Client, extra: bool) {
+    assert_eq!(
+        rows(client, "SELECT id, site FROM sensors ORDER BY id").await,
+        ["1 north", "2 south"]
+    );
+    let mut per_minute = vec![
+        "1 2026-03-01 12:00:00 2 21",
+        "1 2026-03-01 12:01:00 1 22.5",
+        "2 2026-03-01 12:00:00 1 18",
+    ];
+    let mut by_site = vec!["north 3 64", "south 1 18"];
+    if extra {
+        per_minute[1] = "1 2026-03-01 12:01:00 2 30";
+        by_site[0] = "north 4 94";
+    }
+    assert_eq!(
+        rows(
+            client,
+            "SELECT sensor, window_start, n, peak FROM per_minute ORDER BY sensor, window_start"
+        )
+        .await,
+        per_minute
+    );
+    assert_eq!(
+        rows(client, "SELECT site, n, total FROM by_site ORDER BY site").await,
+        by_site
+    );
+    assert_eq!(
+        rows(
+            client,
+            "SELECT object, event_time FROM eddy_catalog.late_rows"
+        )
+        .await,
+        ["readings 2026-03-01 12:00:30"]
+    );
+}
+
+#[tokio::test]
+async fn a_sled_directory_of_the_previous_release_is_migrated_and_goes_on() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sled-format-1");
+    let scratch = TempDir::new().unwrap();
+    let data = scratch.path().join("data");
+    copy_dir(&fixture, &data);
+    let config = EddyConfig {
+        data_dir: data.clone(),
+        ..EddyConfig::in_dir(find_eddy_binary().unwrap(), scratch.path())
+    };
+    let mut eddy = EddyProcess::start(config).await.unwrap();
+    let log = std::fs::read_to_string(eddy.log_file()).unwrap();
+    assert!(
+        log.contains("migrating the data directory from sled"),
+        "{log}"
+    );
+    assert!(
+        log.contains("migrated the data directory's storage format"),
+        "{log}"
+    );
+    let marker = std::fs::read_to_string(data.join("eddy-format.json")).unwrap();
+    assert!(marker.contains("\"format_version\": 2"), "{marker}");
+    for old in ["conf", "db", "blobs"] {
+        assert!(!data.join(old).exists(), "sled's {old} is left");
+    }
+
+    let (client, _driver) = eddy.connect().await.unwrap();
+    check_contents(&client, false).await;
+    // The views' state came along: a new reading lands in an open window and in the join.
+    client
+        .batch_execute("INSERT INTO readings VALUES (1, 30.0, '2026-03-01 12:01:20'); FLUSH;")
+        .await
+        .unwrap();
+    check_contents(&client, true).await;
+
+    // The next start opens the new store as it is.
+    drop(client);
+    eddy.restart().await.unwrap();
+    let log = std::fs::read_to_string(eddy.log_file()).unwrap();
+    assert_eq!(
+        log.matches("migrating the data directory from sled")
+            .count(),
+        1
+    );
+    let (client, _driver) = eddy.connect().await.unwrap();
+    check_contents(&client, true).await;
+}
