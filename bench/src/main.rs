@@ -10,6 +10,7 @@
 //! - `bounded`: an hour of event time through TUMBLE and SESSION views; state and RSS over time.
 //! - `nexmark-files`: the generator's person, auction and bid events as JSON-lines files.
 //! - `recovery`: kill -9 with 250 MB to 1 GB kept, restart: time to accept and to catch up.
+//! - `store`: the store alone: epochs of random keys committed, then read back in ranges.
 //! - `serve`: point lookups, range queries and full scans on 10 M-row views, alone and from
 //!   64 clients during ingestion.
 //!
@@ -30,6 +31,7 @@ mod recovery;
 mod serve;
 mod serve_mix;
 mod startup;
+mod store;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -61,6 +63,8 @@ enum Command {
     Recovery(recovery::RecoveryArgs),
     /// Views read like tables: lookups, ranges, scans, 64 clients during ingestion.
     Serve(serve::ServeArgs),
+    /// The store alone: commits of random keys, then range reads (no server).
+    Store(store::StoreArgs),
 }
 
 #[tokio::main]
@@ -75,5 +79,6 @@ async fn main() -> Result<()> {
         Command::NexmarkFiles(args) => nexmark_files::run(args),
         Command::Recovery(args) => recovery::run(args).await,
         Command::Serve(args) => serve::run(args).await,
+        Command::Store(args) => store::run(args),
     }
 }

@@ -46,6 +46,8 @@ fn source(events: u64) -> String {
 struct Recovery {
     events: u64,
     data_bytes: u64,
+    /// Bytes of the views' keys and values (rows and state), as stored: the logical data.
+    logical_bytes: u64,
     ingest: Duration,
     accept: Duration,
     caught_up: Duration,
@@ -74,13 +76,15 @@ pub async fn run(args: RecoveryArgs) -> Result<()> {
     }
     println!();
     println!(
-        "| data directory | events | exec → accepting | → caught up | bytes read (syscalls / disk) | open store | restore catalog |"
+        "| data directory | logical data | events | exec → accepting | → caught up | bytes read (syscalls / disk) | open store | restore catalog |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for r in &results {
         println!(
-            "| {:.0} MiB | {} | {:.2} s | {:.2} s | {:.0} MiB / {:.0} MiB | {:.2} s | {:.2} s |",
+            "| {:.0} MiB | {:.0} MiB ({:.2}×) | {} | {:.2} s | {:.2} s | {:.0} MiB / {:.0} MiB | {:.2} s | {:.2} s |",
             mib(r.data_bytes),
+            mib(r.logical_bytes),
+            r.data_bytes as f64 / r.logical_bytes.max(1) as f64,
             r.events,
             r.accept.as_secs_f64(),
             r.caught_up.as_secs_f64(),
@@ -105,6 +109,15 @@ async fn crash_and_restart(args: &EddyArgs, events: u64) -> Result<Recovery> {
     flush_until_done(&client, Duration::from_secs(3600)).await?;
     let ingest = ingesting.elapsed();
     let expected = count(&client, "bids_kept").await?;
+    let logical_bytes: i64 = int(
+        &client
+            .query_one(
+                "SELECT pg_total_relation_size('bids_kept') + pg_total_relation_size('per_auction')",
+                &[],
+            )
+            .await?,
+        0,
+    )?;
     drop(client);
     let data_bytes = dir_size(eddy.process.data_dir())?;
 
@@ -138,6 +151,7 @@ async fn crash_and_restart(args: &EddyArgs, events: u64) -> Result<Recovery> {
     Ok(Recovery {
         events,
         data_bytes,
+        logical_bytes: logical_bytes.max(0) as u64,
         ingest,
         accept,
         caught_up,
@@ -179,10 +193,12 @@ fn mib(bytes: u64) -> f64 {
 
 fn print(r: &Recovery) {
     println!(
-        "{} events ({:.0} MiB on disk, ingested in {:.1} s): kill -9, then accepting after {:.2} s \
-         (store {:.2} s, catalog {:.2} s), caught up after {:.2} s, read {:.0} MiB ({:.0} MiB from disk)",
+        "{} events ({:.0} MiB on disk, {:.0} MiB logical, ingested in {:.1} s): kill -9, then \
+         accepting after {:.2} s (store {:.2} s, catalog {:.2} s), caught up after {:.2} s, read \
+         {:.0} MiB ({:.0} MiB from disk)",
         r.events,
         mib(r.data_bytes),
+        mib(r.logical_bytes),
         r.ingest.as_secs_f64(),
         r.accept.as_secs_f64(),
         r.open_store_seconds,

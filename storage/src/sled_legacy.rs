@@ -25,6 +25,28 @@ pub(crate) fn holds_sled_store(dir: &Path) -> bool {
     dir.join("conf").is_file() && dir.join("db").is_file()
 }
 
+/// Opens the old files, waiting up to two seconds for sled's file lock: a handle dropped a
+/// moment ago in this process may still hold it while its threads wind down.
+fn open_when_unlocked(dir: &Path) -> Result<sled::Db> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        let opened = sled::Config::new()
+            .path(dir)
+            .cache_capacity(CACHE_BYTES)
+            .flush_every_ms(None)
+            .open();
+        match opened {
+            Err(sled::Error::Io(error))
+                if error.to_string().contains("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            other => return Ok(other?),
+        }
+    }
+}
+
 /// An old data directory's rows.
 pub(crate) struct SledData {
     tree: sled::Tree,
@@ -35,11 +57,7 @@ pub(crate) struct SledData {
 
 impl SledData {
     pub(crate) fn open(dir: &Path) -> Result<Self> {
-        let db = sled::Config::new()
-            .path(dir)
-            .cache_capacity(CACHE_BYTES)
-            .flush_every_ms(None)
-            .open()?;
+        let db = open_when_unlocked(dir)?;
         let tree = db.open_tree(TREE)?;
         let redo = match db.open_tree(REDO_TREE)?.get(REDO_KEY)? {
             Some(record) => decode_redo_record(&record)?,
@@ -136,7 +154,11 @@ mod tests {
     fn the_redo_record_is_read_over_the_tree() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let db = sled::open(dir.path()).unwrap();
+            let db = sled::Config::new()
+                .path(dir.path())
+                .flush_every_ms(None)
+                .open()
+                .unwrap();
             let tree = db.open_tree(TREE).unwrap();
             tree.insert(b"kept", b"old".to_vec()).unwrap();
             tree.insert(b"dropped", b"x".to_vec()).unwrap();

@@ -14,7 +14,12 @@ const CACHE: u64 = 8 << 20;
 /// Writes rows the way formats 0 and 1 did: one sled tree of full keys; a format-1 directory
 /// also has its marker.
 fn write_sled_directory(dir: &Path, format_version: Option<u32>, rows: usize) {
-    let db = sled::open(dir).unwrap();
+    // No flusher thread: it would hold sled's file lock for a moment after the drop.
+    let db = sled::Config::new()
+        .path(dir)
+        .flush_every_ms(None)
+        .open()
+        .unwrap();
     let tree = db.open_tree("eddy").unwrap();
     for i in 0..rows {
         tree.insert(
