@@ -25,6 +25,12 @@ pub struct StatementLimits {
 /// below what overflows a thread's stack.
 pub const DEFAULT_MAX_DEPTH: usize = 1_000;
 
+/// sqlparser's own recursion limit, above what any statement within [`DEFAULT_MAX_DEPTH`]
+/// needs (a level of nesting is up to three of sqlparser's: a subquery in brackets), so that
+/// the depth check above, which names its limit, is the one that refuses. sqlparser grows its
+/// stack as it recurses.
+pub const PARSER_RECURSION_LIMIT: usize = 3 * DEFAULT_MAX_DEPTH + 100;
+
 impl Default for StatementLimits {
     fn default() -> Self {
         Self {
@@ -58,39 +64,63 @@ pub fn check_depth(tokens: &[Token], limits: &StatementLimits) -> Result<()> {
     Ok(())
 }
 
-/// An upper bound on the depth of the expression trees the tokens parse into: the bracket
-/// nesting plus the most operators chained at one bracket level (a chain restarts at a comma,
-/// a semicolon and the keywords that start a clause).
+/// What opened a level of nesting.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Opener {
+    Bracket,
+    Case,
+}
+
+/// An upper bound on the depth of the expression trees the tokens parse into: the nesting of
+/// brackets and of `CASE ... END`, plus the most operators chained at one level (a chain
+/// restarts at a comma, a semicolon and the keywords that start a clause).
 pub fn expression_depth(tokens: &[Token]) -> usize {
-    // Operators chained so far at each open bracket level (the statement itself is level 0).
-    let mut chains: Vec<usize> = vec![0];
+    // What opened each level and the operators chained so far in it (the statement itself is
+    // level 0, opened by nothing).
+    let mut levels: Vec<(Option<Opener>, usize)> = vec![(None, 0)];
     let mut deepest = 0;
     for token in tokens {
         match token {
-            Token::LParen | Token::LBracket | Token::LBrace => chains.push(0),
-            Token::RParen | Token::RBracket | Token::RBrace if chains.len() > 1 => {
-                chains.pop();
+            Token::LParen | Token::LBracket | Token::LBrace => {
+                levels.push((Some(Opener::Bracket), 0))
             }
-            // A closing bracket without its opening one: the parser will refuse it.
-            Token::RParen | Token::RBracket | Token::RBrace => {}
+            // A closing bracket also closes the CASEs left open inside it (the parser will
+            // refuse those); one without its opening bracket is the parser's to refuse too.
+            Token::RParen | Token::RBracket | Token::RBrace => {
+                if let Some(open) = levels
+                    .iter()
+                    .rposition(|(o, _)| *o == Some(Opener::Bracket))
+                {
+                    levels.truncate(open);
+                }
+            }
+            Token::Word(word) if word.keyword == Keyword::CASE => {
+                levels.push((Some(Opener::Case), 0))
+            }
+            Token::Word(word)
+                if word.keyword == Keyword::END
+                    && levels.last().is_some_and(|(o, _)| *o == Some(Opener::Case)) =>
+            {
+                levels.pop();
+            }
             Token::Comma | Token::SemiColon => {
-                if let Some(chain) = chains.last_mut() {
+                if let Some((_, chain)) = levels.last_mut() {
                     *chain = 0;
                 }
             }
             Token::Word(word) if starts_clause(word.keyword) => {
-                if let Some(chain) = chains.last_mut() {
+                if let Some((_, chain)) = levels.last_mut() {
                     *chain = 0;
                 }
             }
             token if chains_expression(token) => {
-                if let Some(chain) = chains.last_mut() {
+                if let Some((_, chain)) = levels.last_mut() {
                     *chain += 1;
                 }
             }
             _ => {}
         }
-        let depth = chains.len() - 1 + chains.last().copied().unwrap_or(0);
+        let depth = levels.len() - 1 + levels.last().map_or(0, |(_, chain)| *chain);
         deepest = deepest.max(depth);
     }
     deepest
@@ -199,6 +229,27 @@ mod tests {
         // A long list of values stays shallow.
         let values = format!("INSERT INTO t VALUES {}", vec!["(1, -2)"; 5000].join(", "));
         assert!(depth(&values) <= 3, "{}", depth(&values));
+    }
+
+    #[test]
+    fn depth_counts_case_nesting() {
+        let nested = |n: usize| {
+            format!(
+                "SELECT {}1{}",
+                "CASE WHEN true THEN ".repeat(n),
+                " END".repeat(n)
+            )
+        };
+        assert_eq!(depth(&nested(48)), 48);
+        assert_eq!(depth(&nested(3000)), 3000);
+        // CASEs after one another stay shallow; an END of a block is a clause.
+        let flat = format!(
+            "SELECT {}",
+            vec!["CASE WHEN a THEN 1 ELSE 2 END"; 500].join(", ")
+        );
+        assert!(depth(&flat) <= 2, "{}", depth(&flat));
+        // A bracket closes the CASEs left open inside it.
+        assert_eq!(depth("SELECT (CASE WHEN (CASE x) THEN 1 END) + 1"), 4);
     }
 
     #[test]

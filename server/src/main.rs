@@ -208,7 +208,10 @@ async fn serve() -> anyhow::Result<()> {
         EddyServerHandlers::with_authentication(db, authentication).with_statement_limits(limits),
     );
     let options = Arc::new(ConnectionOptions::new(tls, args.max_statement_size));
-    let connections = Arc::new(Semaphore::new(args.max_connections));
+    let max_connections = eddy_server::file_limit::connections_served(args.max_connections)
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let connections = Arc::new(Semaphore::new(max_connections));
+    let mut backoff = eddy_server::accept_backoff::AcceptBackoff::default();
     // Refusals are cheap but not free: beyond this many at once, a connection is just closed.
     let refusals = Arc::new(Semaphore::new(64));
 
@@ -219,6 +222,7 @@ async fn serve() -> anyhow::Result<()> {
             accepted = listener.accept() => {
                 match accepted {
                     Ok((socket, _)) => {
+                        backoff.accepted();
                         let options = options.clone();
                         match connections.clone().try_acquire_owned() {
                             Ok(permit) => {
@@ -244,7 +248,13 @@ async fn serve() -> anyhow::Result<()> {
                             }
                         }
                     }
-                    Err(error) => tracing::warn!(%error, "accept failed"),
+                    Err(error) => {
+                        let pause = backoff.failed(&error);
+                        tokio::select! {
+                            () = tokio::time::sleep(pause) => {}
+                            () = &mut shutdown => break,
+                        }
+                    }
                 }
             }
             () = &mut shutdown => break,
