@@ -40,7 +40,7 @@ async fn run_inner(seed: u64, lines: u64, report: &mut Report) -> anyhow::Result
                 delimiter: b',',
                 header: false,
             },
-            "ENCODE CSV",
+            "ENCODE CSV (without_header = 'true')",
         ),
     ];
     let (client, _driver) = eddy.connect().await?;

@@ -93,7 +93,8 @@ pub async fn execute<C: ClientInfo>(
                     .await?;
                 let frame = crate::query_memory::dataframe(&db.ctx, db.query_memory_limit(), plan)?;
                 let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-                let stream = frame.execute_stream().await?;
+                let stream = crate::blocking_polls::future(frame.execute_stream()).await?;
+                let stream = crate::blocking_polls::stream(stream);
                 let cursor = Cursor {
                     schema,
                     stream,

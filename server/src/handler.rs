@@ -182,7 +182,10 @@ impl EddyHandler {
         let zone = session_time_zone::applies_to(&parsed.statement)
             .then(|| session::setting(client.metadata(), "timezone"))
             .flatten();
-        let execute = session_time_zone::within(zone, self.db.execute(parsed, params));
+        let execute = crate::blocking_polls::future(session_time_zone::within(
+            zone,
+            self.db.execute(parsed, params),
+        ));
         let execute = crate::activity::track(client, &parsed.sql, execute);
         let outcome = match timeout {
             None => execute.await,
@@ -199,7 +202,10 @@ impl EddyHandler {
                 let outcome = match outcome {
                     Outcome::Stream { schema, stream } => Outcome::Stream {
                         schema,
-                        stream: crate::activity::track_stream(client, stream),
+                        stream: crate::activity::track_stream(
+                            client,
+                            crate::blocking_polls::stream(stream),
+                        ),
                     },
                     other => other,
                 };

@@ -11,6 +11,7 @@
 //! - [`auth`]: trust, or SCRAM-SHA-256 with a password; TLS.
 //! - [`limits`]: the server's limits (statement size, expression depth, memory).
 //! - [`handler`]: pgwire handlers (simple and extended query protocol).
+//! - [`blocking_polls`]: a statement's CPU work as blocking sections, so others are read.
 //! - [`client_parse`]: a client's SQL parsed within a budget, off the runtime when long.
 //! - [`portal_execute`]: Execute with no row limit, streamed.
 //! - [`parameters`]: bound parameters as DataFusion values (JSON ones too).
@@ -55,6 +56,7 @@ pub mod activity;
 pub mod add_primary_key;
 pub mod at_time_zone;
 pub mod auth;
+pub mod blocking_polls;
 pub mod catalog_rewrites;
 pub mod catalog_search_path;
 pub mod checked_arithmetic;
