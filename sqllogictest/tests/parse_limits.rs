@@ -135,3 +135,32 @@ async fn statement_timeout_stops_a_long_parse() {
         .unwrap();
     assert_eq!(row.get::<_, i64>(0), 42);
 }
+
+/// Statements nested in statements (`CASE ... THEN <statement>`, found by the fuzz soak) are
+/// parsed by sqlparser one frame of tens of kilobytes per level: 850 of them overflowed a
+/// worker's stack and killed the server. Now a refusal, and the server goes on.
+#[tokio::test]
+async fn deeply_nested_statements_are_refused_not_fatal() {
+    let mut eddy = EddyProcess::start_fresh().await.unwrap();
+    let (client, _driver) = eddy.connect().await.unwrap();
+    for depth in [850, 990] {
+        let sql = format!(
+            "{}SELECT 1{}",
+            "CASE 1 WHEN 1 THEN ".repeat(depth),
+            " ELSE 0 END".repeat(depth - 1)
+        );
+        let refused = code_of(&client, &sql).await;
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|c| c.starts_with("42") || c == "54001"),
+            "{depth} nested statements: {refused:?}"
+        );
+        let row = client
+            .query_one("SELECT 41::BIGINT + 1", &[])
+            .await
+            .unwrap();
+        assert_eq!(row.get::<_, i64>(0), 42);
+    }
+    assert!(eddy.is_running(), "{}", eddy.log_tail(10));
+}
