@@ -132,6 +132,12 @@ impl fmt::Display for WindowSpec {
 /// (and a larger count is almost always a slide or a step given in the wrong unit).
 pub const MAX_WINDOWS_PER_ROW: u64 = 10_000;
 
+/// Set in a session's config while a view created before is planned again (at a restart): its
+/// windows are taken as they were accepted then, so that a limit added since never keeps the
+/// server from starting.
+#[derive(Debug)]
+pub struct AcceptedBefore;
+
 /// Refuses a window that puts a row in more than [`MAX_WINDOWS_PER_ROW`] windows (54000):
 /// `size` over `step` (HOP's slide, CUMULATE's step), both positive, in microseconds.
 fn check_windows_per_row(
@@ -440,7 +446,15 @@ impl TableFunctionImpl for WindowTableFunction {
         }
         let interval = |i: usize, what: &str| interval_arg(name, what, &exprs[2 + i]);
         // The count of windows a row falls in is checked before anything is computed with it.
+        let accepted_before = args
+            .session()
+            .config()
+            .get_extension::<AcceptedBefore>()
+            .is_some();
         let many = |size: i128, step: i128, step_name: &str| {
+            if accepted_before {
+                return Ok(());
+            }
             check_windows_per_row(name, size, step, step_name)
                 .map_err(|e| DataFusionError::External(Box::new(e)))
         };
@@ -590,6 +604,43 @@ mod tests {
         let (idx, starts, _) = assign_windows(&times(&[0, 9, 10, -1]), &spec).unwrap();
         assert_eq!(idx.values().to_vec(), vec![0, 1, 2, 3]);
         assert_eq!(starts.values().to_vec(), vec![0, 0, 10, -10]);
+    }
+
+    /// A view created before the limit on windows per row was added plans again at a restart.
+    #[test]
+    fn a_window_accepted_before_is_planned_again_whatever_the_limit() {
+        use datafusion::datasource::MemTable;
+        use datafusion::execution::SessionStateBuilder;
+        use datafusion::prelude::{SessionConfig, SessionContext};
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, None),
+            true,
+        )]));
+        let table: Arc<dyn TableProvider> =
+            Arc::new(MemTable::try_new(schema, vec![vec![]]).unwrap());
+        let tables: TableLookup = Arc::default();
+        tables.write().unwrap().insert("t".into(), table);
+        let sql = "SELECT * FROM hop(t, ts, INTERVAL '1' SECOND, INTERVAL '1' DAY)";
+        let plan = |config: SessionConfig| {
+            let state = SessionStateBuilder::new()
+                .with_config(config)
+                .with_default_features()
+                .build();
+            let ctx = SessionContext::new_with_state(state);
+            ctx.register_udtf(
+                "hop",
+                Arc::new(WindowTableFunction::new(
+                    WindowFunction::Hop,
+                    tables.clone(),
+                )),
+            );
+            futures::executor::block_on(ctx.sql(sql)).map(|_| ())
+        };
+        let refused = plan(SessionConfig::new()).unwrap_err();
+        assert!(refused.to_string().contains("86400 windows"), "{refused}");
+        let again = SessionConfig::new().with_extension(Arc::new(AcceptedBefore));
+        plan(again).unwrap();
     }
 
     #[test]

@@ -238,7 +238,7 @@ impl Database {
                 emit_on_window_close,
                 ..
             } => {
-                let plan = self.plan_view(&query, emit_on_window_close).await?;
+                let plan = self.plan_view(&query, emit_on_window_close, true).await?;
                 let reads = self.query_reads(&query);
                 let id = entry.table_ids[0];
                 let info = plan.as_source(&name);
