@@ -164,3 +164,39 @@ async fn deeply_nested_statements_are_refused_not_fatal() {
     }
     assert!(eddy.is_running(), "{}", eddy.log_tail(10));
 }
+
+/// Queries as deep as the limits allow are planned; deeper ones are refused, never fatal and
+/// never minutes of planning: 1,000 `UNION ALL`s killed the server (a stack overflow in
+/// planning), derived tables nested 600 deep too, and scalar subqueries nested 20 deep took
+/// more than a minute to plan (each level doubles it).
+#[tokio::test]
+async fn deep_queries_are_planned_or_refused() {
+    let mut eddy = EddyProcess::start_fresh().await.unwrap();
+    let (client, _driver) = eddy.connect().await.unwrap();
+    let unions = |n: usize| vec!["SELECT 1::BIGINT AS one"; n].join(" UNION ALL ");
+    let rows = client.query(&unions(1_000), &[]).await.unwrap();
+    assert_eq!(rows.len(), 1_000);
+    let mut derived = "SELECT 1::BIGINT AS a".to_string();
+    for i in 0..990 {
+        derived = format!("SELECT a FROM ({derived}) t{i}");
+    }
+    let row = client.query_one(&derived, &[]).await.unwrap();
+    assert_eq!(row.get::<_, i64>(0), 1);
+    let scalar = |n: usize| format!("SELECT {}1::BIGINT{}", "(SELECT ".repeat(n), ")".repeat(n));
+    let row = client.query_one(&scalar(10), &[]).await.unwrap();
+    assert_eq!(row.get::<_, i64>(0), 1);
+    for (what, sql) in [
+        ("1,002 UNION ALLs", unions(1_002)),
+        ("11 nested scalar subqueries", scalar(11)),
+        ("20 nested scalar subqueries", scalar(20)),
+    ] {
+        let started = Instant::now();
+        assert_eq!(
+            code_of(&client, &sql).await.as_deref(),
+            Some("54001"),
+            "{what}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5), "{what}");
+    }
+    assert!(eddy.is_running(), "{}", eddy.log_tail(10));
+}
