@@ -55,3 +55,13 @@ impl From<datafusion::sql::sqlparser::tokenizer::TokenizerError> for PlanError {
         PlanError::Syntax(e.to_string())
     }
 }
+
+/// An error Eddy's own functions raise inside DataFusion, with the SQLSTATE the server gave it
+/// (a bigint out of range is 22003): DataFusion carries it as an external error, and whoever
+/// meets it (the server answering a query, the executor failing a view) reads its code back.
+#[derive(Debug, Error)]
+#[error("{message}")]
+pub struct CodedError {
+    pub code: &'static str,
+    pub message: String,
+}

@@ -51,7 +51,7 @@ pub mod wall_clock;
 pub mod window;
 pub mod window_exec;
 
-pub use error::{PlanError, Result};
+pub use error::{CodedError, PlanError, Result};
 pub use session::SessionPartitionRule;
 pub use statement::{parse_statements, EddyStatement, WatermarkDef};
 pub use stream::{

@@ -4,7 +4,7 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::common::SchemaError;
 use datafusion::error::DataFusionError;
 use eddy_executor::ExecError;
-use eddy_planner::PlanError;
+use eddy_planner::{CodedError, PlanError};
 use pgwire::error::{ErrorInfo, PgWireError};
 
 #[derive(Debug, thiserror::Error)]
@@ -109,7 +109,8 @@ impl From<PgWireError> for ServerError {
 /// What reading view `name` answers once it failed.
 pub fn view_failed(name: &str, failure: &eddy_storage::ViewFailure) -> ServerError {
     let code = [
-        "53200", "22012", "22003", "22P02", "0A000", "23000", "22000", "22008", "54000",
+        "53200", "22012", "22003", "22P02", "0A000", "23000", "22000", "22008", "54000", "22023",
+        "22007", "2201F", "2201B", "22021", "23502", "23505", "42883", "42804",
     ]
     .into_iter()
     .find(|known| *known == failure.sqlstate)
@@ -124,8 +125,12 @@ pub fn view_failed(name: &str, failure: &eddy_storage::ViewFailure) -> ServerErr
 }
 
 impl From<ServerError> for DataFusionError {
+    /// With its SQLSTATE, which a view failing on it keeps too (the executor reads it).
     fn from(e: ServerError) -> Self {
-        DataFusionError::External(Box::new(e))
+        DataFusionError::External(Box::new(CodedError {
+            code: e.code,
+            message: e.message,
+        }))
     }
 }
 
@@ -186,6 +191,12 @@ impl From<DataFusionError> for ServerError {
                     if let Some(code) = plan_error_code(error) {
                         return ServerError::new(code, error.to_string());
                     }
+                }
+                "XX000"
+            }
+            DataFusionError::External(inner) if inner.is::<CodedError>() => {
+                if let Some(error) = inner.downcast_ref::<CodedError>() {
+                    return ServerError::new(error.code, error.message.clone());
                 }
                 "XX000"
             }

@@ -204,11 +204,14 @@ fn runtime_sqlstate(error: &ExecError) -> &'static str {
         ExecError::Constraint(_) => return "23000",
         ExecError::OutOfMemory(_) => return OUT_OF_MEMORY,
         ExecError::DataFusion(DataFusionError::External(inner)) => {
+            if let Some(coded) = inner.downcast_ref::<eddy_planner::CodedError>() {
+                return coded.code;
+            }
             return match inner.downcast_ref::<eddy_planner::PlanError>() {
                 Some(eddy_planner::PlanError::OutOfRange(_)) => "22008",
                 Some(eddy_planner::PlanError::LimitExceeded(_)) => "54000",
                 _ => "XX000",
-            }
+            };
         }
         _ => None,
     };
