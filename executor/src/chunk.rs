@@ -85,6 +85,31 @@ impl StreamChunk {
         &self.batch.columns()[self.visible_len()..]
     }
 
+    /// `length` rows from `offset` on.
+    pub fn slice(&self, offset: usize, length: usize) -> Self {
+        Self {
+            ops: self.ops[offset..offset + length].to_vec(),
+            batch: self.batch.slice(offset, length),
+            key_len: self.key_len,
+        }
+    }
+
+    /// The chunk in pieces of about `rows` rows (at least one each), an update's two rows never
+    /// apart.
+    pub fn pieces(&self, rows: usize) -> Vec<Self> {
+        let mut pieces = Vec::new();
+        let mut start = 0;
+        while start < self.len() {
+            let mut end = (start + rows.max(1)).min(self.len());
+            if end < self.len() && self.ops[end - 1] == Op::UpdateDelete {
+                end += 1;
+            }
+            pieces.push(self.slice(start, end - start));
+            start = end;
+        }
+        pieces
+    }
+
     /// Keeps the rows where `mask` is true.
     pub fn filter(&self, mask: &BooleanArray) -> Result<Self> {
         let batch = filter_record_batch(&self.batch, mask)?;

@@ -31,6 +31,9 @@ pub enum ExecError {
     /// An option a statement does not know (22023, as Postgres' "unrecognized parameter").
     #[error("{0}")]
     InvalidOption(String),
+    /// More memory than a limit allows (53200), e.g. a view's state past its budget.
+    #[error("{0}")]
+    OutOfMemory(String),
     /// A bug met while running the statement (XX000): its epoch was abandoned.
     #[error("internal error: {0}")]
     Internal(String),

@@ -59,6 +59,8 @@ pub struct Feed {
     pub finished: bool,
     pub idle_timeout: Duration,
     pub dead_letters: Vec<DeadLetter>,
+    /// The view or table it reads for (what its dead letters were met by).
+    pub reader: String,
     positions_dirty: bool,
     /// The last refresh generation requested of the connector, and the last it answered.
     refresh: Arc<AtomicU64>,
@@ -151,6 +153,7 @@ impl Feed {
             finished: false,
             idle_timeout,
             dead_letters: Vec::new(),
+            reader: String::new(),
             positions_dirty: false,
             refresh,
             reported_generation: 0,
@@ -243,7 +246,12 @@ impl Feed {
     /// Keeps a batch's dead letters for the next commit, and counts them.
     pub fn add_dead_letters(&mut self, split: &str, letters: Vec<DeadLetter>) {
         self.split(split).dead_letters += letters.len() as u64;
-        self.dead_letters.extend(letters);
+        let reader = &self.reader;
+        self.dead_letters
+            .extend(letters.into_iter().map(|letter| DeadLetter {
+                reader: reader.clone(),
+                ..letter
+            }));
     }
 
     /// Records that `split` delivered up to `next_position` (messages: how many it read).

@@ -17,6 +17,7 @@ use eddy_planner::{NodeKind, StreamNode, StreamPlan};
 use eddy_storage::{EpochBatch, Store, TableId};
 
 use crate::aggregate::{AggregateOperator, SessionAggregateOperator, WindowedAggregateOperator};
+use crate::engine::StateBudget;
 use crate::join::{AsofJoinOperator, JoinOperator, LookupJoinOperator, StoredRelation};
 use crate::operators::{
     FilterOperator, InputOperator, MaterializeOperator, ProctimeOperator, ProjectOperator,
@@ -42,6 +43,8 @@ pub struct Graph {
     key_fields: Vec<Field>,
     /// The newest value of each clock the view's changelog carried.
     clocks: BTreeMap<usize, i64>,
+    /// The view's state budget, checked while a chunk is expanded piece by piece.
+    state_budget: Option<Arc<StateBudget>>,
 }
 
 impl Graph {
@@ -74,7 +77,15 @@ impl Graph {
             materialize,
             key_fields: plan.key_fields.clone(),
             clocks: BTreeMap::new(),
+            state_budget: None,
         })
+    }
+
+    /// Checks the view's state against `budget` between the pieces of a chunk an operator
+    /// expands (a HOP window), not only at the next commit: one chunk can put a row in
+    /// thousands of windows.
+    pub fn set_state_budget(&mut self, budget: Arc<StateBudget>) {
+        self.state_budget = Some(budget);
     }
 
     /// How many table ids a plan needs: the result table and the operators' state tables.
@@ -182,13 +193,41 @@ impl Graph {
         for message in messages {
             match self.nodes[from].parent {
                 Some((parent, port)) => {
-                    let out = self.apply(parent, port, message)?;
-                    self.send_up(parent, out, changes)?;
+                    match (message, self.nodes[parent].operator.max_input_rows()) {
+                        (Message::Chunk(chunk), Some(rows)) if chunk.len() > rows => {
+                            for piece in chunk.pieces(rows) {
+                                let out = self.apply(parent, port, Message::Chunk(piece))?;
+                                self.send_up(parent, out, changes)?;
+                                self.check_state_budget()?;
+                            }
+                        }
+                        (message, _) => {
+                            let out = self.apply(parent, port, message)?;
+                            self.send_up(parent, out, changes)?;
+                        }
+                    }
                 }
                 None => self.materialize_message(message, changes)?,
             }
         }
         Ok(())
+    }
+
+    /// Fails (53200) once the view's state passes its budget.
+    fn check_state_budget(&self) -> Result<()> {
+        let Some(budget) = &self.state_budget else {
+            return Ok(());
+        };
+        let (held, limit) = (self.state_bytes(), budget.per_view());
+        if held <= limit {
+            return Ok(());
+        }
+        Err(ExecError::OutOfMemory(format!(
+            "its state grew to about {} MiB in memory while one chunk of rows was assigned to \
+             its windows, past its limit of {} MiB (--view-state-memory-limit)",
+            held >> 20,
+            limit >> 20
+        )))
     }
 
     fn materialize_message(&mut self, message: Message, changes: &mut Vec<Message>) -> Result<()> {

@@ -50,6 +50,13 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// The most input rows the operator takes at once, when it emits many rows per input row
+    /// (a HOP window): the driver hands it a larger chunk in pieces and sends each piece's
+    /// output on before the next, so one chunk's expansion is never held whole.
+    fn max_input_rows(&self) -> Option<usize> {
+        None
+    }
+
     /// Rows of state held in memory (for `eddy_catalog.materialized_views`).
     fn state_rows(&self) -> usize {
         0

@@ -78,6 +78,7 @@ pub async fn run(eddy: &mut EddyProcess, password: Option<&str>, seed: u64, fram
             }
         }
         if !eddy.is_running() {
+            report.deaths += 1;
             report.fail(format!(
                 "the server died during frames cases from seed {seed}\n{}",
                 eddy.log_tail(20)

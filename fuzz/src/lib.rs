@@ -4,14 +4,20 @@
 //!   bytes, unknown types), before and after authentication, against a running server;
 //! - [`sql`]: the statements of the `.slt` suites with extreme literals, swapped and dropped
 //!   tokens and deep nesting, against a running server;
-//! - [`payloads`]: malformed JSON and CSV messages through the source decoder, in process.
+//! - [`payloads`]: malformed JSON and CSV messages through the source decoder, in process;
+//! - [`source_lines`]: some of those as lines of files a live server's views read;
+//! - [`grammar_mutations`]: window and interval arguments made extreme, deep broken nesting;
+//! - [`freeze`]: another connection's `SELECT 1`, timed while the SQL fuzzer runs.
 //!
 //! A [`report::Report`] counts the cases and the SQLSTATEs seen, and lists what must not
-//! happen: a server that died, a panic, an internal error (XX000).
+//! happen: a server that died, a panic, an internal error (XX000), a freeze over a second.
 
 pub mod frames;
+pub mod freeze;
+pub mod grammar_mutations;
 pub mod payloads;
 pub mod report;
+pub mod source_lines;
 pub mod sql;
 
 pub use report::Report;
@@ -24,6 +30,9 @@ use eddy_sqllogictest::EddyProcess;
 pub fn slt_dir() -> PathBuf {
     manifest_dir().join("../sqllogictest/slt")
 }
+
+/// Of the payloads, one in this many also goes through a live server as a source's line.
+pub const SOURCE_LINES_SHARE: u64 = 10;
 
 /// How large each fuzzer's run is.
 #[derive(Debug, Clone, Copy)]
@@ -99,6 +108,11 @@ pub async fn run_all(seed: u64, budget: Budget) -> anyhow::Result<Vec<Report>> {
     if budget.payloads > 0 {
         let started = std::time::Instant::now();
         let mut report = payloads::run(seed, budget.payloads);
+        report.elapsed = started.elapsed();
+        reports.push(report);
+        // A part of them again, as lines of files a live server's views read.
+        let started = std::time::Instant::now();
+        let mut report = source_lines::run(seed, budget.payloads / SOURCE_LINES_SHARE).await;
         report.elapsed = started.elapsed();
         reports.push(report);
     }

@@ -14,7 +14,8 @@ use rand::{Rng, SeedableRng};
 
 use crate::Report;
 
-fn schemas() -> Vec<SchemaRef> {
+/// The schemas messages are made for.
+pub fn schemas() -> Vec<SchemaRef> {
     let field = |name: &str, data_type: DataType| Field::new(name, data_type, true);
     vec![
         Arc::new(Schema::new(vec![
@@ -72,8 +73,28 @@ const VALUES: &[&str] = &[
     "12345678901234567890123456789012345678901",
 ];
 
-/// Decodes `payloads` messages in batches, counting failures.
+/// The stack of a source's connector thread (a thread's default): decoding runs on one as
+/// small, so that a decoder recursing too deep overflows here as it would in the server.
+const SOURCE_THREAD_STACK: usize = 2 << 20;
+
+/// Decodes `payloads` messages in batches, counting failures, on a thread with a source
+/// thread's stack.
 pub fn run(seed: u64, payloads: u64) -> Report {
+    let decoding = std::thread::Builder::new()
+        .name("fuzz-payloads".into())
+        .stack_size(SOURCE_THREAD_STACK)
+        .spawn(move || run_here(seed, payloads));
+    match decoding.map(|thread| thread.join()) {
+        Ok(Ok(report)) => report,
+        Ok(Err(_)) | Err(_) => {
+            let mut report = Report::new("payloads", seed);
+            report.fail(format!("payloads seed {seed}: the decoding thread failed"));
+            report
+        }
+    }
+}
+
+fn run_here(seed: u64, payloads: u64) -> Report {
     let mut report = Report::new("payloads", seed);
     let mut rng = StdRng::seed_from_u64(seed);
     let schemas = schemas();
@@ -156,7 +177,7 @@ fn fitting(rng: &mut StdRng, data_type: &DataType) -> String {
 }
 
 /// One message of `schema`: valid, or broken in one of many ways.
-fn message(rng: &mut StdRng, schema: &Schema, encode: &Encode) -> Vec<u8> {
+pub fn message(rng: &mut StdRng, schema: &Schema, encode: &Encode) -> Vec<u8> {
     let broken = rng.random_bool(0.5);
     let value = |rng: &mut StdRng, data_type: &DataType| {
         if broken && rng.random_bool(0.3) {
@@ -181,11 +202,27 @@ fn message(rng: &mut StdRng, schema: &Schema, encode: &Encode) -> Vec<u8> {
                 fields.push(format!("\"extra\": {}", value(rng, &DataType::Utf8)));
             }
             if rng.random_bool(0.05) {
-                let depth = rng.random_range(100..3000);
+                // Up to far past what a decoder that recurses survives (100,000 killed one).
+                let depth = if rng.random_bool(0.8) {
+                    rng.random_range(100..3_000)
+                } else {
+                    rng.random_range(20_000..200_000)
+                };
+                let (open, close) = if rng.random_bool(0.5) {
+                    ("[", "]")
+                } else {
+                    ("{\"a\":", "}")
+                };
+                // Closed, or left open at some depth (malformed deep inside).
+                let closed = if rng.random_bool(0.7) {
+                    depth
+                } else {
+                    rng.random_range(0..depth)
+                };
                 fields.push(format!(
-                    "\"deep\": {}{}",
-                    "[".repeat(depth),
-                    "]".repeat(depth)
+                    "\"deep\": {}1{}",
+                    open.repeat(depth),
+                    close.repeat(closed)
                 ));
             }
             format!("{{{}}}", fields.join(", ")).into_bytes()
@@ -221,6 +258,16 @@ fn message(rng: &mut StdRng, schema: &Schema, encode: &Encode) -> Vec<u8> {
         3 => text.extend_from_slice(b"\n{\"second\": 1}"),
         4 => text = b"   ".to_vec(),
         5 => text.insert(0, 0xff),
+        // JSON a lenient reader takes: a trailing comma, a missing one, two values.
+        6 if text.ends_with(b"}") => {
+            text.pop();
+            text.extend_from_slice(b",}");
+        }
+        7 => {
+            if let Some(at) = text.iter().position(|&b| b == b',') {
+                text.remove(at);
+            }
+        }
         _ => {}
     }
     text

@@ -14,8 +14,14 @@ pub struct Report {
     pub codes: BTreeMap<String, u64>,
     /// Internal errors (XX000) by message (numbers blanked), with the first case that gave it.
     pub internal: BTreeMap<String, (u64, String)>,
-    /// Things that must never happen (a dead server, a panic), each with how to replay it.
+    /// Things that must never happen (a dead server, a panic, a freeze), each with how to
+    /// replay it.
     pub failures: Vec<String>,
+    /// Server deaths, and statements that held up another connection's `SELECT 1` over a
+    /// second (both also among the failures), and the `SELECT 1`s that measured it.
+    pub deaths: u64,
+    pub freezes: u64,
+    pub probes: u64,
     /// How long the run took.
     pub elapsed: std::time::Duration,
 }
@@ -62,6 +68,9 @@ impl Report {
             entry.0 += n;
         }
         self.failures.extend(other.failures);
+        self.deaths += other.deaths;
+        self.freezes += other.freezes;
+        self.probes += other.probes;
     }
 }
 
@@ -69,12 +78,17 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{}: {} cases (seed {}) in {:.0} s, {} failures, {} distinct internal errors",
+            "{}: {} cases (seed {}) in {:.0} s, {} failures ({} deaths, {} freezes over {:?} \
+             in {} probes), {} distinct internal errors",
             self.name,
             self.cases,
             self.seed,
             self.elapsed.as_secs_f64(),
             self.failures.len(),
+            self.deaths,
+            self.freezes,
+            crate::freeze::FREEZE,
+            self.probes,
             self.internal.len()
         )?;
         let codes: Vec<String> = self.codes.iter().map(|(c, n)| format!("{c}×{n}")).collect();

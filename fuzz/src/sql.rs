@@ -1,7 +1,10 @@
 //! Mutated SQL: the statements of the `.slt` suites, run file by file in their order (so the
 //! tables and views they need exist), some of them mutated: numbers and strings replaced by
-//! extreme values, tokens swapped, dropped or repeated, expressions nested deeply. Errors are
-//! expected; an internal error (XX000), a panic or a dead server is not.
+//! extreme values, tokens swapped, dropped or repeated, expressions nested deeply, window and
+//! interval arguments made extreme, broken statements nested deeply
+//! ([`crate::grammar_mutations`]). Errors are expected; an internal error (XX000), a panic, a
+//! dead server or a statement that holds up another connection's `SELECT 1` for more than a
+//! second ([`crate::freeze`]) is not.
 
 use std::path::Path;
 use std::time::Duration;
@@ -12,6 +15,7 @@ use rand::{Rng, SeedableRng};
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::tokenizer::{Token, Tokenizer};
 
+use crate::freeze::FreezeWatch;
 use crate::Report;
 
 /// The statements of every `.slt` file under `dir`, one list per file, in order.
@@ -60,30 +64,43 @@ pub async fn run(
     let mut report = Report::new("sql", seed);
     let mut rng = StdRng::seed_from_u64(seed);
     let mut files_run = 0u64;
+    let watch = FreezeWatch::start(eddy.pg_config());
     while report.cases < statements && !corpus.is_empty() {
         let (file, sqls) = &corpus[rng.random_range(0..corpus.len())];
         let file_seed: u64 = rng.random();
-        if let Err(error) = run_file(eddy, file, sqls, file_seed, &mut report).await {
+        if let Err(error) = run_file(eddy, file, sqls, file_seed, &mut report, &watch).await {
             report.fail(format!("sql file {file} seed {file_seed}: {error}"));
         }
         files_run += 1;
         if !eddy.is_running() {
+            report.deaths += 1;
             report.fail(format!(
                 "the server died during sql file {file} seed {file_seed}\n{}",
                 eddy.log_tail(20)
             ));
-            if eddy.restart().await.is_err() {
-                return report;
+            watch.pause(true);
+            let restarted = eddy.restart().await;
+            watch.pause(false);
+            if restarted.is_err() {
+                break;
             }
         }
         // A data directory of objects left over by mutated DROPs grows: start afresh now
         // and then.
         if files_run.is_multiple_of(200) {
+            watch.pause(true);
             let _ = eddy.restart().await;
+            watch.pause(false);
             if let Ok((client, _driver)) = eddy.connect().await {
                 drop_everything(&client).await;
             }
         }
+    }
+    let (freezes, probes) = watch.finish().await;
+    report.probes += probes;
+    report.freezes += freezes.len() as u64;
+    for freeze in freezes {
+        report.fail(freeze);
     }
     report
 }
@@ -94,11 +111,18 @@ async fn run_file(
     sqls: &[String],
     seed: u64,
     report: &mut Report,
+    watch: &FreezeWatch,
 ) -> anyhow::Result<()> {
     let (client, _driver) = eddy.connect().await?;
     client.batch_execute("SET statement_timeout = '1s'").await?;
     for (index, sql) in mutated_file(sqls, seed).into_iter().enumerate() {
         report.cases += 1;
+        watch.running(|| {
+            format!(
+                "sql file {file} seed {seed} statement {index}: {}",
+                shorten(&sql)
+            )
+        });
         let outcome =
             tokio::time::timeout(Duration::from_secs(30), client.simple_query(&sql)).await;
         match outcome {
@@ -261,7 +285,18 @@ pub fn mutate(rng: &mut StdRng, sql: &str) -> String {
     let mut extra: Vec<(usize, String)> = Vec::new();
     for _ in 0..rng.random_range(1..4) {
         let at = significant[rng.random_range(0..significant.len())];
-        match rng.random_range(0..10) {
+        match rng.random_range(0..13) {
+            10 | 11 => {
+                if !crate::grammar_mutations::mutate_interval(rng, &mut tokens) {
+                    extra.push((at, "INTERVAL '1' MICROSECOND".into()));
+                }
+            }
+            12 => {
+                let (opening, closing) = crate::grammar_mutations::broken_nesting(rng);
+                extra.push((at, opening));
+                let close = significant[rng.random_range(0..significant.len())].max(at);
+                extra.push((close + 1, closing));
+            }
             8 => {
                 let numbers: Vec<usize> = significant
                     .iter()

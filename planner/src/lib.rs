@@ -3,6 +3,7 @@
 //! Modules in data-flow order:
 //!
 //! - [`limits`]: statements too long or too deeply nested, refused before parsing.
+//! - [`parse_budget`]: a parse that ends in bounded time (a budget of steps, a deadline).
 //! - [`statement`]: splits SQL text into statements and parses Eddy's extensions
 //!   (`WATERMARK FOR`, `APPEND ONLY`, `EMIT ON WINDOW CLOSE`, `FLUSH`, `RECOVER`, `SHOW ...`)
 //!   around sqlparser.
@@ -21,6 +22,7 @@
 //! - [`wall_clock`]: `PROCTIME()` and the `now()` marker of temporal filters.
 //! - [`window`]: `TUMBLE` / `HOP` / `CUMULATE` / `SESSION` as DataFusion table functions, and
 //!   the window-assignment kernel shared by batch queries and the streaming window operator.
+//! - [`window_exec`]: a batch query's windows, assigned as its rows stream.
 //! - [`session`]: sessions in batch, and the rule that partitions them by the GROUP BY keys.
 //! - [`stream`]: rewrites a DataFusion `LogicalPlan` into a [`StreamPlan`]: a tree of
 //!   incremental operators (inputs, projections, windows, aggregates, joins).
@@ -36,6 +38,7 @@ pub mod flink_windows;
 pub mod index_statement;
 pub mod limits;
 pub mod names;
+pub mod parse_budget;
 pub mod pg_literals;
 pub mod pg_operators;
 pub mod pg_types;
@@ -46,8 +49,9 @@ pub mod stream;
 pub mod temporal_joins;
 pub mod wall_clock;
 pub mod window;
+pub mod window_exec;
 
-pub use error::{PlanError, Result};
+pub use error::{CodedError, PlanError, Result};
 pub use session::SessionPartitionRule;
 pub use statement::{parse_statements, EddyStatement, WatermarkDef};
 pub use stream::{

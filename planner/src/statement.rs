@@ -10,6 +10,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 
 use crate::flink_windows::rewrite_flink_windows;
+use crate::parse_budget::{BudgetedDialect, ParseBudget};
 use crate::temporal_joins::rewrite_temporal_joins;
 use crate::{PlanError, Result};
 
@@ -138,34 +139,55 @@ pub struct ParsedStatement {
 }
 
 /// Splits `sql` at top-level semicolons and parses each statement. Empty statements are
-/// skipped.
+/// skipped. For SQL Eddy wrote or accepted before (its catalog): no step budget.
 pub fn parse_statements(sql: &str) -> Result<Vec<ParsedStatement>> {
     let dialect = PostgreSqlDialect {};
     let tokens = Tokenizer::new(&dialect, sql).tokenize()?;
-    parse_tokens(tokens)
+    parse_tokens(tokens, None)
 }
 
 /// [`parse_statements`] for text from a client: too long or too deeply nested text is refused
-/// before it is parsed.
+/// before it is parsed, and each statement's parse has a budget of steps.
 pub fn parse_statements_within(
     sql: &str,
     limits: &crate::limits::StatementLimits,
 ) -> Result<Vec<ParsedStatement>> {
+    parse_statements_by(sql, limits, None)
+}
+
+/// [`parse_statements_within`], stopped with 57014 if it is still parsing at `deadline`.
+pub fn parse_statements_by(
+    sql: &str,
+    limits: &crate::limits::StatementLimits,
+    deadline: Option<std::time::Instant>,
+) -> Result<Vec<ParsedStatement>> {
     crate::limits::check_size(sql, limits)?;
     let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize()?;
     crate::limits::check_depth(&tokens, limits)?;
-    parse_tokens(tokens)
+    parse_tokens(tokens, Some(deadline))
 }
 
-fn parse_tokens(tokens: Vec<Token>) -> Result<Vec<ParsedStatement>> {
+/// `bounded`: `Some(deadline)` for a client's statements (a step budget and the deadline),
+/// `None` for Eddy's own.
+fn parse_tokens(
+    tokens: Vec<Token>,
+    bounded: Option<Option<std::time::Instant>>,
+) -> Result<Vec<ParsedStatement>> {
     let mut statements = Vec::new();
     for chunk in split_statements(tokens) {
         if chunk.iter().all(is_trivia) {
             continue;
         }
         let text = render(&chunk).trim().to_string();
+        let budget = match bounded {
+            Some(deadline) => {
+                let significant = chunk.iter().filter(|t| !is_trivia(t)).count();
+                ParseBudget::for_tokens(significant, deadline)
+            }
+            None => ParseBudget::unlimited(),
+        };
         let chunk = crate::between_symmetric::mark_symmetric(rewrite_flink_windows(chunk));
-        let mut statement = parse_one(rewrite_temporal_joins(chunk)?)?;
+        let mut statement = parse_one(rewrite_temporal_joins(chunk)?, &budget)?;
         normalize_literals(&mut statement);
         statements.push(ParsedStatement {
             statement,
@@ -243,7 +265,7 @@ fn ends_with(words: &[(usize, String)], expected: &[&str]) -> bool {
             .all(|((_, w), e)| w == e)
 }
 
-fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
+fn parse_one(mut tokens: Vec<Token>, budget: &ParseBudget) -> Result<EddyStatement> {
     let w = words(&tokens);
     let only = |expected: &[&str]| w.len() == expected.len() && starts_with(&w, expected);
     if only(&["FLUSH"]) {
@@ -253,7 +275,7 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
         return Ok(EddyStatement::Recover);
     }
     if starts_with(&w, &["REFRESH", "MATERIALIZED", "VIEW"]) {
-        return parse_refresh(tokens, &w);
+        return parse_refresh(tokens, &w, budget);
     }
     if only(&["SHOW", "TABLES"]) {
         return Ok(EddyStatement::ShowTables);
@@ -271,7 +293,7 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
         )?));
     }
     if starts_with(&w, &["EXPLAIN", "CREATE", "MATERIALIZED", "VIEW"]) {
-        let view = parse_one(tokens.split_off(w[1].0))?;
+        let view = parse_one(tokens.split_off(w[1].0), budget)?;
         return Ok(EddyStatement::ExplainView(Box::new(view)));
     }
     if starts_with(&w, &["ALTER"]) {
@@ -317,10 +339,10 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
         return Ok(EddyStatement::DropSource { names, if_exists });
     }
     if starts_with(&w, &["CREATE", "SOURCE"]) {
-        return parse_create_source(tokens, &w, false);
+        return parse_create_source(tokens, &w, false, budget);
     }
     if starts_with(&w, &["CREATE", "TABLE"]) && has_top_level_with_connector(&tokens) {
-        return parse_create_source(tokens, &w, true);
+        return parse_create_source(tokens, &w, true, budget);
     }
     if starts_with(&w, &["CREATE", "TABLE"]) {
         let append_only = ends_with(&w, &["APPEND", "ONLY"]);
@@ -333,7 +355,7 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
                 "AS PROCTIME() on a table without a connector: its rows arrive by INSERT; select PROCTIME() in the view that reads it".into(),
             ));
         }
-        let statement = parse_sql(tokens)?;
+        let statement = parse_sql(tokens, budget)?;
         let Statement::CreateTable(create) = &statement else {
             return Err(PlanError::Syntax("expected CREATE TABLE".into()));
         };
@@ -360,7 +382,7 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
         if emit_on_window_close {
             tokens.truncate(w[w.len() - 4].0);
         }
-        return match parse_sql(tokens)? {
+        return match parse_sql(tokens, budget)? {
             Statement::CreateView(view) if view.materialized => {
                 Ok(EddyStatement::CreateMaterializedView {
                     name: crate::names::resolve_object_name(&view.name)?,
@@ -379,7 +401,7 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
             "EMIT ON WINDOW CLOSE belongs at the end of CREATE MATERIALIZED VIEW".into(),
         ));
     }
-    match parse_sql(tokens)? {
+    match parse_sql(tokens, budget)? {
         Statement::CreateView(view) if !view.materialized => {
             if view.temporary {
                 return Err(PlanError::NotSupported(
@@ -421,7 +443,11 @@ fn parse_one(mut tokens: Vec<Token>) -> Result<EddyStatement> {
 
 /// `REFRESH MATERIALIZED VIEW [CONCURRENTLY] name [WITH DATA]` (dbt refreshes a view model's
 /// materialized view on every run).
-fn parse_refresh(tokens: Vec<Token>, w: &[(usize, String)]) -> Result<EddyStatement> {
+fn parse_refresh(
+    tokens: Vec<Token>,
+    w: &[(usize, String)],
+    budget: &ParseBudget,
+) -> Result<EddyStatement> {
     let mut at = 3;
     if w.get(at).is_some_and(|(_, word)| word == "CONCURRENTLY") {
         at += 1;
@@ -450,9 +476,13 @@ fn parse_refresh(tokens: Vec<Token>, w: &[(usize, String)]) -> Result<EddyStatem
     if tail.len() >= 2 && tail[1] == "WITH" && tail[0] == "DATA" {
         rest.truncate(rest.len() - 2);
     }
-    let dialect = PostgreSqlDialect {};
+    let dialect = BudgetedDialect::new(*budget);
     let mut parser = Parser::new(&dialect).with_tokens(rest);
-    let name = parser.parse_object_name(false)?;
+    let name = parser.parse_object_name(false);
+    if let Some(reason) = dialect.exhausted() {
+        return Err(crate::parse_budget::refusal(reason));
+    }
+    let name = name?;
     let next = parser.peek_token();
     if next.token != Token::EOF {
         return Err(PlanError::Syntax(format!(
@@ -465,10 +495,17 @@ fn parse_refresh(tokens: Vec<Token>, w: &[(usize, String)]) -> Result<EddyStatem
     })
 }
 
-fn parse_sql(tokens: Vec<Token>) -> Result<Statement> {
-    let dialect = PostgreSqlDialect {};
-    let mut parser = Parser::new(&dialect).with_tokens(tokens);
-    let statement = parser.parse_statement()?;
+fn parse_sql(tokens: Vec<Token>, budget: &ParseBudget) -> Result<Statement> {
+    let dialect = BudgetedDialect::new(*budget);
+    let mut parser = Parser::new(&dialect)
+        .with_recursion_limit(crate::limits::PARSER_RECURSION_LIMIT)
+        .with_tokens(tokens);
+    let statement = parser.parse_statement();
+    // A spent budget may surface as any error (or none) after sqlparser's retries: it wins.
+    if let Some(reason) = dialect.exhausted() {
+        return Err(crate::parse_budget::refusal(reason));
+    }
+    let statement = statement?;
     // Anything left over (other than trivia) is a syntax error, as Postgres would say.
     let next = parser.peek_token();
     if next.token != Token::EOF {
@@ -507,6 +544,7 @@ fn parse_create_source(
     tokens: Vec<Token>,
     w: &[(usize, String)],
     stored: bool,
+    budget: &ParseBudget,
 ) -> Result<EddyStatement> {
     let kind = if stored {
         "CREATE TABLE"
@@ -547,7 +585,7 @@ fn parse_create_source(
     table_tokens.extend_from_slice(&tokens[*name_at..=close]);
     let watermark = take_watermark(&mut table_tokens)?;
     let proctime_columns = crate::proctime_column::take_proctime_columns(&mut table_tokens)?;
-    let table = parse_sql(table_tokens)?;
+    let table = parse_sql(table_tokens, budget)?;
     let Statement::CreateTable(create) = &table else {
         return Err(PlanError::Syntax(format!("expected {kind}")));
     };

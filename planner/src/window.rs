@@ -23,8 +23,11 @@ use datafusion::catalog::{Session, TableFunctionImpl, TableProvider};
 use datafusion::common::{plan_err, Result as DfResult, ScalarValue};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::TableType;
+use datafusion::error::DataFusionError;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::{collect, ExecutionPlan};
+
+use crate::PlanError;
 
 /// The shape of a window; all durations in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,12 +78,14 @@ impl WindowSpec {
 
     /// Windows per row: 1 for TUMBLE and SESSION, ceil(size / slide) for HOP, size / step
     /// for CUMULATE (at most).
-    pub fn windows_per_row(&self) -> usize {
-        match self.kind {
-            WindowKind::Tumble { .. } | WindowKind::Session { .. } => 1,
-            WindowKind::Hop { slide, size } => ((size + slide - 1) / slide) as usize,
-            WindowKind::Cumulate { step, size } => (size / step) as usize,
-        }
+    pub fn windows_per_row(&self) -> u64 {
+        // Both are positive: checked when the window is planned.
+        let (size, step) = match self.kind {
+            WindowKind::Tumble { .. } | WindowKind::Session { .. } => return 1,
+            WindowKind::Hop { slide, size } => (size, slide),
+            WindowKind::Cumulate { step, size } => (size, step),
+        };
+        (size.unsigned_abs()).div_ceil(step.unsigned_abs().max(1))
     }
 
     /// The window column that must join the stream key, when a row is in several windows.
@@ -122,6 +127,36 @@ impl fmt::Display for WindowSpec {
     }
 }
 
+/// The most windows a row may fall in (HOP's size ÷ slide, CUMULATE's size ÷ step): each is a
+/// copy of the row, so beyond this one row would hold more memory than a query or a view may
+/// (and a larger count is almost always a slide or a step given in the wrong unit).
+pub const MAX_WINDOWS_PER_ROW: u64 = 10_000;
+
+/// Set in a session's config while a view created before is planned again (at a restart): its
+/// windows are taken as they were accepted then, so that a limit added since never keeps the
+/// server from starting.
+#[derive(Debug)]
+pub struct AcceptedBefore;
+
+/// Refuses a window that puts a row in more than [`MAX_WINDOWS_PER_ROW`] windows (54000):
+/// `size` over `step` (HOP's slide, CUMULATE's step), both positive, in microseconds.
+fn check_windows_per_row(
+    function: &str,
+    size: i128,
+    step: i128,
+    step_name: &str,
+) -> Result<(), PlanError> {
+    let count = (size + step - 1) / step.max(1);
+    if count <= i128::from(MAX_WINDOWS_PER_ROW) {
+        return Ok(());
+    }
+    Err(PlanError::LimitExceeded(format!(
+        "{function}: each row would fall in {count} windows (a size of {size} µs over a \
+         {step_name} of {step} µs); the limit is {MAX_WINDOWS_PER_ROW} windows per row: use a \
+         longer {step_name} or a shorter size"
+    )))
+}
+
 /// The windows each row of `times` falls in: for every output row, the index of its input row
 /// and its window's start and end (microseconds). Rows with a NULL time belong to no window.
 pub fn assign_windows(
@@ -129,45 +164,63 @@ pub fn assign_windows(
     spec: &WindowSpec,
 ) -> DfResult<(UInt32Array, Int64Array, Int64Array)> {
     let micros = to_micros(times)?;
-    let per_row = spec.windows_per_row();
-    let mut indices = Vec::with_capacity(micros.len() * per_row);
-    let mut starts = Vec::with_capacity(micros.len() * per_row);
-    let mut ends = Vec::with_capacity(micros.len() * per_row);
+    let expected = micros.len() - micros.null_count();
+    let capacity = expected.saturating_mul(usize::try_from(spec.windows_per_row()).unwrap_or(1));
+    let mut indices = Vec::with_capacity(capacity);
+    let mut starts = Vec::with_capacity(capacity);
+    let mut ends = Vec::with_capacity(capacity);
     // One pass over a primitive column: the expansion itself is inherently per row.
     for (row, ts) in micros.iter().enumerate() {
         let Some(ts) = ts else { continue };
+        let row = row as u32;
+        let out_of_range = || {
+            DataFusionError::External(Box::new(PlanError::OutOfRange(format!(
+                "timestamp out of range: the windows of {spec} of a row at {ts} µs since the \
+                 epoch lie beyond the range of a timestamp"
+            ))))
+        };
+        // Bounds near the ends of the timestamp range overflow: an error, never a wrap.
+        let add = |a: i64, b: i64| a.checked_add(b).ok_or_else(out_of_range);
+        let sub = |a: i64, b: i64| a.checked_sub(b).ok_or_else(out_of_range);
+        // The start of the window of length `length` (aligned to the offset) holding `ts`.
+        let aligned =
+            |length: i64| -> DfResult<i64> { sub(ts, sub(ts, spec.offset)?.rem_euclid(length)) };
         match spec.kind {
             WindowKind::Tumble { size } => {
-                let start = ts - (ts - spec.offset).rem_euclid(size);
-                indices.push(row as u32);
+                let start = aligned(size)?;
+                indices.push(row);
                 starts.push(start);
-                ends.push(start + size);
+                ends.push(add(start, size)?);
             }
             WindowKind::Hop { slide, size } => {
-                let last = ts - (ts - spec.offset).rem_euclid(slide);
-                let mut start = last;
-                while start + size > ts {
-                    indices.push(row as u32);
+                let mut start = aligned(slide)?;
+                loop {
+                    let end = add(start, size)?;
+                    if end <= ts {
+                        break;
+                    }
+                    indices.push(row);
                     starts.push(start);
-                    ends.push(start + size);
-                    start -= slide;
+                    ends.push(end);
+                    start = sub(start, slide)?;
                 }
             }
             WindowKind::Cumulate { step, size } => {
-                let start = ts - (ts - spec.offset).rem_euclid(size);
+                let start = aligned(size)?;
+                let last_end = add(start, size)?;
                 // The first end past the row, then every later step up to the full window.
-                let mut end = ts + step - (ts - start).rem_euclid(step);
-                while end <= start + size {
-                    indices.push(row as u32);
+                let mut end = add(ts, step - (ts - start).rem_euclid(step))?;
+                while end <= last_end {
+                    indices.push(row);
                     starts.push(start);
                     ends.push(end);
-                    end += step;
+                    end = add(end, step)?;
                 }
             }
             WindowKind::Session { gap } => {
-                indices.push(row as u32);
+                indices.push(row);
                 starts.push(ts);
-                ends.push(ts + gap);
+                ends.push(add(ts, gap)?);
             }
         }
     }
@@ -289,28 +342,42 @@ impl WindowTableFunction {
     }
 }
 
-/// An interval literal, in microseconds (months are refused: they have no fixed length).
+/// An interval literal, in microseconds (months are refused: they have no fixed length; so is
+/// one too long for microseconds to count).
 pub fn interval_micros(value: &ScalarValue) -> Option<i64> {
-    match value {
-        ScalarValue::IntervalMonthDayNano(Some(v)) if v.months == 0 => {
-            Some(v.days as i64 * 86_400_000_000 + v.nanoseconds / 1_000)
-        }
-        ScalarValue::IntervalDayTime(Some(v)) => {
-            Some(v.days as i64 * 86_400_000_000 + v.milliseconds as i64 * 1_000)
-        }
-        _ => None,
-    }
+    i64::try_from(interval_micros_wide(value)?).ok()
 }
 
-fn interval_arg(name: &str, what: &str, expr: &Expr) -> DfResult<i64> {
+/// [`interval_micros`] without the bound: an interval's days times a day's microseconds can
+/// pass an `i64`.
+fn interval_micros_wide(value: &ScalarValue) -> Option<i128> {
+    let (days, micros) = match value {
+        ScalarValue::IntervalMonthDayNano(Some(v)) if v.months == 0 => {
+            (v.days, v.nanoseconds / 1_000)
+        }
+        ScalarValue::IntervalDayTime(Some(v)) => (v.days, i64::from(v.milliseconds) * 1_000),
+        _ => return None,
+    };
+    Some(i128::from(days) * 86_400_000_000 + i128::from(micros))
+}
+
+/// A window's interval argument in microseconds, positive (an offset may be zero).
+fn interval_arg(name: &str, what: &str, expr: &Expr) -> DfResult<i128> {
     let value = match expr {
-        Expr::Literal(value, _) => interval_micros(value),
+        Expr::Literal(value, _) => interval_micros_wide(value),
         _ => None,
     };
     match value {
         Some(v) if v > 0 || (what == "offset" && v >= 0) => Ok(v),
         _ => plan_err!("{name}: the {what} must be a positive INTERVAL of fixed length (no months), got {expr}"),
     }
+}
+
+/// An interval argument as the `i64` microseconds windows are computed in.
+fn fitted(name: &str, what: &str, micros: i128) -> DfResult<i64> {
+    i64::try_from(micros).or_else(|_| {
+        plan_err!("{name}: the {what} ({micros} µs) is longer than the range of a timestamp")
+    })
 }
 
 impl TableFunctionImpl for WindowTableFunction {
@@ -378,38 +445,60 @@ impl TableFunctionImpl for WindowTableFunction {
             }
         }
         let interval = |i: usize, what: &str| interval_arg(name, what, &exprs[2 + i]);
+        // The count of windows a row falls in is checked before anything is computed with it.
+        let accepted_before = args
+            .session()
+            .config()
+            .get_extension::<AcceptedBefore>()
+            .is_some();
+        let many = |size: i128, step: i128, step_name: &str| {
+            if accepted_before {
+                return Ok(());
+            }
+            check_windows_per_row(name, size, step, step_name)
+                .map_err(|e| DataFusionError::External(Box::new(e)))
+        };
         let kind = match self.function {
             WindowFunction::Tumble => WindowKind::Tumble {
-                size: interval(0, "size")?,
+                size: fitted(name, "size", interval(0, "size")?)?,
             },
             WindowFunction::Hop => {
                 let (slide, size) = (interval(0, "slide")?, interval(1, "size")?);
                 if size < slide {
                     return plan_err!("HOP: the size must be at least the slide");
                 }
-                WindowKind::Hop { slide, size }
+                many(size, slide, "slide")?;
+                WindowKind::Hop {
+                    slide: fitted(name, "slide", slide)?,
+                    size: fitted(name, "size", size)?,
+                }
             }
             WindowFunction::Cumulate => {
                 let (step, size) = (interval(0, "step")?, interval(1, "size")?);
                 if size % step != 0 {
                     return plan_err!("CUMULATE: the size must be a whole multiple of the step");
                 }
-                WindowKind::Cumulate { step, size }
+                many(size, step, "step")?;
+                WindowKind::Cumulate {
+                    step: fitted(name, "step", step)?,
+                    size: fitted(name, "size", size)?,
+                }
             }
             WindowFunction::Session => WindowKind::Session {
-                gap: interval(0, "gap")?,
+                gap: fitted(name, "gap", interval(0, "gap")?)?,
             },
         };
         let offset = match exprs.get(2 + intervals) {
-            Some(e) => interval_arg(name, "offset", e)?,
+            Some(e) => fitted(name, "offset", interval_arg(name, "offset", e)?)?,
             None => 0,
         };
+        let spec = WindowSpec { kind, offset };
         Ok(Arc::new(WindowTableProvider {
             schema: windowed_schema(&schema, time_column),
             inner,
             table_name,
             time_column,
-            spec: WindowSpec { kind, offset },
+            spec,
             partition: Vec::new(),
         }))
     }
@@ -469,23 +558,26 @@ impl TableProvider for WindowTableProvider {
         _limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let plan = self.inner.scan(state, None, &[], None).await?;
-        let batches = collect(plan, state.task_ctx()).await?;
-        let mut windowed = Vec::with_capacity(batches.len());
-        if self.spec.is_session() {
-            let all = concat_batches(&self.inner.schema(), &batches)?;
-            let columns = crate::session::sessions_in_batch(
-                all.columns(),
+        if !self.spec.is_session() {
+            // Each row on its own: assigned as the rows stream.
+            return Ok(Arc::new(crate::window_exec::WindowExec::try_new(
+                plan,
                 self.time_column,
-                &self.partition,
-                self.spec.size(),
-            )?;
-            windowed.push(RecordBatch::try_new(self.schema.clone(), columns)?);
-        } else {
-            for batch in batches {
-                let (columns, _) = apply_windows(batch.columns(), self.time_column, &self.spec)?;
-                windowed.push(RecordBatch::try_new(self.schema.clone(), columns)?);
-            }
+                self.spec,
+                self.schema.clone(),
+                projection.cloned(),
+            )?));
         }
+        // A session depends on the rows around it: the whole table at once.
+        let batches = collect(plan, state.task_ctx()).await?;
+        let all = concat_batches(&self.inner.schema(), &batches)?;
+        let columns = crate::session::sessions_in_batch(
+            all.columns(),
+            self.time_column,
+            &self.partition,
+            self.spec.size(),
+        )?;
+        let windowed = vec![RecordBatch::try_new(self.schema.clone(), columns)?];
         Ok(MemorySourceConfig::try_new_exec(
             &[windowed],
             self.schema.clone(),
@@ -512,6 +604,43 @@ mod tests {
         let (idx, starts, _) = assign_windows(&times(&[0, 9, 10, -1]), &spec).unwrap();
         assert_eq!(idx.values().to_vec(), vec![0, 1, 2, 3]);
         assert_eq!(starts.values().to_vec(), vec![0, 0, 10, -10]);
+    }
+
+    /// A view created before the limit on windows per row was added plans again at a restart.
+    #[test]
+    fn a_window_accepted_before_is_planned_again_whatever_the_limit() {
+        use datafusion::datasource::MemTable;
+        use datafusion::execution::SessionStateBuilder;
+        use datafusion::prelude::{SessionConfig, SessionContext};
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, None),
+            true,
+        )]));
+        let table: Arc<dyn TableProvider> =
+            Arc::new(MemTable::try_new(schema, vec![vec![]]).unwrap());
+        let tables: TableLookup = Arc::default();
+        tables.write().unwrap().insert("t".into(), table);
+        let sql = "SELECT * FROM hop(t, ts, INTERVAL '1' SECOND, INTERVAL '1' DAY)";
+        let plan = |config: SessionConfig| {
+            let state = SessionStateBuilder::new()
+                .with_config(config)
+                .with_default_features()
+                .build();
+            let ctx = SessionContext::new_with_state(state);
+            ctx.register_udtf(
+                "hop",
+                Arc::new(WindowTableFunction::new(
+                    WindowFunction::Hop,
+                    tables.clone(),
+                )),
+            );
+            futures::executor::block_on(ctx.sql(sql)).map(|_| ())
+        };
+        let refused = plan(SessionConfig::new()).unwrap_err();
+        assert!(refused.to_string().contains("86400 windows"), "{refused}");
+        let again = SessionConfig::new().with_extension(Arc::new(AcceptedBefore));
+        plan(again).unwrap();
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //! - until authentication completes, only the startup packet and password messages are read;
 //!   anything else, and every authentication failure, is FATAL; after a FATAL error nothing
 //!   more from the connection is acted on;
-//! - failed logins are answered late ([`crate::login_throttle`]), and a wrong user name and a
-//!   wrong password fail the same way (`28P01`, same message, same exchange);
+//! - failed logins are answered late ([`crate::login_throttle`]), logged and counted
+//!   ([`crate::failed_logins`]), and a wrong user name and a wrong password fail the same way
+//!   (`28P01`, same message, same exchange);
 //! - TLS: the SSLRequest is read on its own, with no read-ahead, so bytes sent in the clear
 //!   before the handshake can never pass for part of the encrypted session;
 //! - every message is bounded and its layout checked before pgwire decodes it
@@ -33,6 +34,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::codec::{Decoder, Framed, FramedParts};
 
+use crate::failed_logins::{self, Reason};
 use crate::frame::{
     check_layout, check_startup, read_frame, release_idle_buffer, Frame, FrameError,
     PasswordLayout, MAX_AUTHENTICATION_LENGTH, MAX_STARTUP_LENGTH,
@@ -82,7 +84,10 @@ pub async fn serve<H: PgWireServerHandlers>(
     let deadline = tokio::time::sleep(options.startup_timeout);
     tokio::pin!(deadline);
     let negotiated = tokio::select! {
-        () = &mut deadline => return Ok(()),
+        () = &mut deadline => {
+            failed_logins::record(peer, "", Reason::Timeout);
+            return Ok(());
+        }
         negotiated = negotiate(tcp, options.tls.as_ref()) => negotiated?,
     };
     let Some(mut socket) = negotiated else {
@@ -109,9 +114,14 @@ pub async fn serve<H: PgWireServerHandlers>(
             (true, false) => options.max_statement_length.saturating_add(MESSAGE_FIELDS),
         };
         let mut buffer = std::mem::take(socket.read_buffer_mut());
+        // Who the client said it is, for the log of a failed login.
+        let user = |socket: &Socket<_>| socket.metadata().get("user").cloned().unwrap_or_default();
         let read = if authenticating {
             tokio::select! {
-                () = &mut deadline => return Ok(()),
+                () = &mut deadline => {
+                    failed_logins::record(peer, &user(&socket), Reason::Timeout);
+                    return Ok(());
+                }
                 read = read_frame(socket.get_mut(), &mut buffer, typed, limit) => read,
             }
         } else {
@@ -124,6 +134,7 @@ pub async fn serve<H: PgWireServerHandlers>(
             Ok(Frame::Closed) => return Ok(()),
             Ok(Frame::TooLong { kind, length }) => {
                 if authenticating {
+                    failed_logins::record(peer, &user(&socket), Reason::Protocol);
                     return fatal(
                         &mut socket,
                         "08P01",
@@ -137,7 +148,10 @@ pub async fn serve<H: PgWireServerHandlers>(
             }
             Err(FrameError::Io(error)) => return Err(error),
             Err(FrameError::Malformed(message)) => {
-                return fatal(&mut socket, "08P01", message).await
+                if authenticating {
+                    failed_logins::record(peer, &user(&socket), Reason::Protocol);
+                }
+                return fatal(&mut socket, "08P01", message).await;
             }
         };
         let checked = if typed {
@@ -152,6 +166,7 @@ pub async fn serve<H: PgWireServerHandlers>(
         };
         if let Err(message) = checked {
             if authenticating {
+                failed_logins::record(peer, &user(&socket), Reason::Protocol);
                 return fatal(&mut socket, "08P01", message).await;
             }
             let info = ErrorInfo::new("ERROR".into(), "08P01".into(), message);
@@ -160,9 +175,22 @@ pub async fn serve<H: PgWireServerHandlers>(
         }
         let kind = if typed { frame[0] } else { 0 };
         let message = match socket.codec_mut().decode(&mut frame) {
-            Ok(Some(message)) => message,
-            Ok(None) => return fatal(&mut socket, "08P01", "incomplete message".into()).await,
-            Err(error) => return fatal_info(&mut socket, error.into()).await,
+            Ok(Some(message)) => Ok(message),
+            Ok(None) => Err(ErrorInfo::new(
+                "FATAL".into(),
+                "08P01".into(),
+                "incomplete message".into(),
+            )),
+            Err(error) => Err(ErrorInfo::from(error)),
+        };
+        let message = match message {
+            Ok(message) => message,
+            Err(info) => {
+                if authenticating {
+                    failed_logins::record(peer, &user(&socket), Reason::Protocol);
+                }
+                return fatal_info(&mut socket, info).await;
+            }
         };
         // Postgres reads a negative row limit as "no limit"; pgwire would cast it to a huge
         // capacity and panic.
@@ -176,7 +204,12 @@ pub async fn serve<H: PgWireServerHandlers>(
         let message = match admit(message, state, kind) {
             Ok(Some(message)) => message,
             Ok(None) => return Ok(()),
-            Err(refusal) => return fatal(&mut socket, "08P01", refusal).await,
+            Err(refusal) => {
+                if authenticating {
+                    failed_logins::record(peer, &user(&socket), Reason::Protocol);
+                }
+                return fatal(&mut socket, "08P01", refusal).await;
+            }
         };
         if matches!(message, PgWireFrontendMessage::PasswordMessageFamily(_)) {
             password_messages += 1;
@@ -207,7 +240,8 @@ pub async fn serve<H: PgWireServerHandlers>(
             }
             Ok(()) => {}
             Err(error) if authenticating => {
-                let user = socket.metadata().get("user").cloned().unwrap_or_default();
+                let user = user(&socket);
+                failed_logins::record(peer, &user, Reason::of(&error));
                 tokio::time::sleep(options.throttle.failed(peer.ip())).await;
                 return fatal_info(&mut socket, authentication_failure(error, &user)).await;
             }

@@ -93,7 +93,8 @@ pub async fn execute<C: ClientInfo>(
                     .await?;
                 let frame = crate::query_memory::dataframe(&db.ctx, db.query_memory_limit(), plan)?;
                 let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-                let stream = frame.execute_stream().await?;
+                let stream = crate::blocking_polls::future(frame.execute_stream()).await?;
+                let stream = crate::blocking_polls::stream(stream);
                 let cursor = Cursor {
                     schema,
                     stream,
@@ -370,6 +371,43 @@ impl Cursor {
         self.position = target;
         Ok((self.kept(target, target, false)?, 1))
     }
+}
+
+/// The columns of cursor `name` and whether it is BINARY, if it is open: a Describe of the
+/// cursor as a portal (Postgres' cursors are the connection's portals; psycopg 3 describes a
+/// named cursor so).
+pub async fn columns<C: ClientInfo>(client: &C, name: &str) -> Option<(SchemaRef, bool)> {
+    let all = client.session_extensions().get::<Cursors>()?;
+    let open = all.0.lock().await;
+    open.get(name)
+        .map(|cursor| (cursor.schema.clone(), cursor.binary))
+}
+
+/// The next `max_rows` rows of cursor `name` (all that are left for 0), as an Execute of the
+/// cursor as a portal takes them: the columns, whether they go in binary, the rows, and
+/// whether the count stopped them (the portal is suspended, as Postgres says when it sent all
+/// it was asked). `None` when no such cursor is open.
+pub async fn next_rows<C: ClientInfo>(
+    client: &C,
+    name: &str,
+    max_rows: usize,
+) -> Option<Result<(SchemaRef, bool, Vec<RecordBatch>, bool)>> {
+    let all = client.session_extensions().get::<Cursors>()?;
+    let mut open = all.0.lock().await;
+    let cursor = open.get_mut(name)?;
+    let count = match max_rows {
+        0 => FetchCount::ForwardAll,
+        n => FetchCount::Forward(n as u64),
+    };
+    let fetched = if cursor.scroll {
+        cursor.scroll_to(count).await
+    } else {
+        cursor.forward(count).await
+    };
+    Some(fetched.map(|(batches, rows)| {
+        let suspended = max_rows > 0 && rows == max_rows as u64;
+        (cursor.schema.clone(), cursor.binary, batches, suspended)
+    }))
 }
 
 /// The columns a FETCH returns, for Describe (none for a MOVE or an unknown cursor).

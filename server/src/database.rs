@@ -238,7 +238,7 @@ impl Database {
                 emit_on_window_close,
                 ..
             } => {
-                let plan = self.plan_view(&query, emit_on_window_close).await?;
+                let plan = self.plan_view(&query, emit_on_window_close, true).await?;
                 let reads = self.query_reads(&query);
                 let id = entry.table_ids[0];
                 let info = plan.as_source(&name);
@@ -750,9 +750,9 @@ impl Database {
                             }
                             _ => e.clone(),
                         };
-                        self.ctx.create_physical_expr(e, projection.input.schema())
+                        crate::dml_exprs::physical(&self.ctx, e, projection.input.schema())
                     })
-                    .collect::<datafusion::error::Result<Vec<_>>>()?;
+                    .collect::<Result<Vec<_>>>()?;
                 let predicate = self.dml_predicate(&projection.input)?;
                 let rows = self.engine.update(name, predicate, assignments).await?;
                 Ok(Outcome::with_rows("UPDATE", Some(rows as usize)))
@@ -780,7 +780,8 @@ impl Database {
                         "subqueries in the WHERE of UPDATE or DELETE",
                     ));
                 }
-                Ok(Some(self.ctx.create_physical_expr(
+                Ok(Some(crate::dml_exprs::physical(
+                    &self.ctx,
                     filter.predicate.clone(),
                     filter.input.schema(),
                 )?))

@@ -69,12 +69,13 @@ fn widen(value: Option<i256>, precision: u8, scale: i8) -> Result<ScalarValue> {
 }
 
 fn out_of_range(digits: u32) -> DataFusionError {
-    DataFusionError::External(Box::new(ServerError::new(
+    ServerError::new(
         "22003",
         format!(
             "numeric literal out of range: it needs {digits} digits, a NUMERIC holds at most {DECIMAL256_MAX_PRECISION}"
         ),
-    )))
+    )
+    .into()
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::common::SchemaError;
 use datafusion::error::DataFusionError;
 use eddy_executor::ExecError;
-use eddy_planner::PlanError;
+use eddy_planner::{CodedError, PlanError};
 use pgwire::error::{ErrorInfo, PgWireError};
 
 #[derive(Debug, thiserror::Error)]
@@ -43,15 +43,34 @@ impl ServerError {
 
 impl From<PlanError> for ServerError {
     fn from(e: PlanError) -> Self {
+        let code = plan_error_code(&e).unwrap_or("XX000");
         match e {
-            PlanError::Syntax(m) => Self::new("42601", m),
-            PlanError::NotSupported(m) => Self::new("0A000", m),
-            PlanError::Invalid(m) => Self::new("42P17", m),
-            PlanError::TooComplex(m) => Self::new("54001", m),
-            PlanError::UndefinedSchema(m) => Self::new("3F000", m),
             PlanError::DataFusion(e) => e.into(),
+            PlanError::Syntax(m)
+            | PlanError::NotSupported(m)
+            | PlanError::Invalid(m)
+            | PlanError::TooComplex(m)
+            | PlanError::LimitExceeded(m)
+            | PlanError::Canceled(m)
+            | PlanError::OutOfRange(m)
+            | PlanError::UndefinedSchema(m) => Self::new(code, m),
         }
     }
+}
+
+/// The SQLSTATE of a planner error of Eddy's own (`None`: DataFusion's, mapped as such).
+fn plan_error_code(e: &PlanError) -> Option<&'static str> {
+    Some(match e {
+        PlanError::Syntax(_) => "42601",
+        PlanError::NotSupported(_) => "0A000",
+        PlanError::Invalid(_) => "42P17",
+        PlanError::TooComplex(_) => "54001",
+        PlanError::LimitExceeded(_) => "54000",
+        PlanError::Canceled(_) => "57014",
+        PlanError::OutOfRange(_) => "22008",
+        PlanError::UndefinedSchema(_) => "3F000",
+        PlanError::DataFusion(_) => return None,
+    })
 }
 
 impl From<ExecError> for ServerError {
@@ -63,6 +82,7 @@ impl From<ExecError> for ServerError {
             ExecError::Constraint(m) if m.contains("null value") => Self::new("23502", m),
             ExecError::Constraint(m) => Self::new("23505", m),
             ExecError::NotSupported(m) => Self::new("0A000", m),
+            ExecError::OutOfMemory(m) => Self::new("53200", m),
             ExecError::Internal(_) => Self::new("XX000", e.to_string()),
             ExecError::InvalidOption(m) => Self::new("22023", m),
             ExecError::Stopped => Self::new("57P01", e.to_string()),
@@ -89,7 +109,8 @@ impl From<PgWireError> for ServerError {
 /// What reading view `name` answers once it failed.
 pub fn view_failed(name: &str, failure: &eddy_storage::ViewFailure) -> ServerError {
     let code = [
-        "53200", "22012", "22003", "22P02", "0A000", "23000", "22000",
+        "53200", "22012", "22003", "22P02", "0A000", "23000", "22000", "22008", "54000", "22023",
+        "22007", "2201F", "2201B", "22021", "23502", "23505", "42883", "42804",
     ]
     .into_iter()
     .find(|known| *known == failure.sqlstate)
@@ -104,8 +125,12 @@ pub fn view_failed(name: &str, failure: &eddy_storage::ViewFailure) -> ServerErr
 }
 
 impl From<ServerError> for DataFusionError {
+    /// With its SQLSTATE, which a view failing on it keeps too (the executor reads it).
     fn from(e: ServerError) -> Self {
-        DataFusionError::External(Box::new(e))
+        DataFusionError::External(Box::new(CodedError {
+            code: e.code,
+            message: e.message,
+        }))
     }
 }
 
@@ -142,6 +167,9 @@ fn storage_error(e: &eddy_storage::StorageError) -> ServerError {
 }
 
 fn arrow_error(e: &ArrowError) -> ServerError {
+    if let Some((code, message)) = crate::data_errors::classify(&e.to_string()) {
+        return ServerError::new(code, message);
+    }
     let code = match e {
         ArrowError::DivideByZero => "22012",
         ArrowError::CastError(_) | ArrowError::ParseError(_) => "22P02",
@@ -161,6 +189,9 @@ fn arrow_error(e: &ArrowError) -> ServerError {
 impl From<DataFusionError> for ServerError {
     fn from(e: DataFusionError) -> Self {
         let message = e.strip_backtrace();
+        if let Some((code, message)) = crate::data_errors::classify(&message) {
+            return ServerError::new(code, message);
+        }
         // current_setting() of a name that is not a setting, as Postgres words it.
         if let Some(at) = message.find("unrecognized configuration parameter") {
             return ServerError::new("42704", &message[at..]);
@@ -174,6 +205,21 @@ impl From<DataFusionError> for ServerError {
             DataFusionError::External(inner) if inner.is::<eddy_storage::StorageError>() => {
                 if let Some(error) = inner.downcast_ref::<eddy_storage::StorageError>() {
                     return storage_error(error);
+                }
+                "XX000"
+            }
+            // A planner's own error raised inside DataFusion (a window table function's limit).
+            DataFusionError::External(inner) if inner.is::<PlanError>() => {
+                if let Some(error) = inner.downcast_ref::<PlanError>() {
+                    if let Some(code) = plan_error_code(error) {
+                        return ServerError::new(code, error.to_string());
+                    }
+                }
+                "XX000"
+            }
+            DataFusionError::External(inner) if inner.is::<CodedError>() => {
+                if let Some(error) = inner.downcast_ref::<CodedError>() {
+                    return ServerError::new(error.code, error.message.clone());
                 }
                 "XX000"
             }

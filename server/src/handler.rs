@@ -21,7 +21,9 @@ use pgwire::api::store::{Entry, PortalStore};
 use pgwire::api::DEFAULT_NAME;
 use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
-use pgwire::messages::extendedquery::{Describe, TARGET_TYPE_BYTE_STATEMENT};
+use pgwire::messages::extendedquery::{
+    Describe, TARGET_TYPE_BYTE_PORTAL, TARGET_TYPE_BYTE_STATEMENT,
+};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
 
@@ -180,7 +182,10 @@ impl EddyHandler {
         let zone = session_time_zone::applies_to(&parsed.statement)
             .then(|| session::setting(client.metadata(), "timezone"))
             .flatten();
-        let execute = session_time_zone::within(zone, self.db.execute(parsed, params));
+        let execute = crate::blocking_polls::future(session_time_zone::within(
+            zone,
+            self.db.execute(parsed, params),
+        ));
         let execute = crate::activity::track(client, &parsed.sql, execute);
         let outcome = match timeout {
             None => execute.await,
@@ -197,7 +202,10 @@ impl EddyHandler {
                 let outcome = match outcome {
                     Outcome::Stream { schema, stream } => Outcome::Stream {
                         schema,
-                        stream: crate::activity::track_stream(client, stream),
+                        stream: crate::activity::track_stream(
+                            client,
+                            crate::blocking_polls::stream(stream),
+                        ),
                     },
                     other => other,
                 };
@@ -284,10 +292,11 @@ impl SimpleQueryHandler for EddyHandler {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let statements = match parse_statements_within(query, &self.limits) {
+        let timeout = session::statement_timeout(client.metadata());
+        let statements = match crate::client_parse::parse(query, self.limits, timeout).await {
             Ok(statements) => statements,
             Err(e) => {
-                let info = ServerError::from(e).into_error_info();
+                let info = e.into_error_info();
                 crate::metrics::queries::rejected(&info.code);
                 return Ok(vec![Response::Error(Box::new(info))]);
             }
@@ -334,8 +343,10 @@ impl QueryParser for EddyQueryParser {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
-        let mut statements = parse_statements_within(sql, &self.limits)
-            .map_err(|e| ServerError::from(e).into_pgwire())?;
+        let timeout = session::statement_timeout(client.metadata());
+        let mut statements = crate::client_parse::parse(sql, self.limits, timeout)
+            .await
+            .map_err(ServerError::into_pgwire)?;
         if statements.len() > 1 {
             return Err(ServerError::new(
                 "42601",
@@ -540,6 +551,13 @@ impl ExtendedQueryHandler for EddyHandler {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
+        // A cursor declared in SQL is a portal of the connection too.
+        if message.target_type == TARGET_TYPE_BYTE_PORTAL
+            && client.portal_store().get_portal(name).is_none()
+            && crate::cursor_portals::describe(client, name).await?
+        {
+            return Ok(());
+        }
         match (
             message.target_type,
             client.portal_store().get_statement(name),

@@ -2,12 +2,17 @@
 //!
 //! Modules in data-flow order:
 //!
+//! - [`file_limit`]: `--max-connections` checked against the limit on open files.
+//! - [`accept_backoff`]: a failed accept pauses the listener (out of descriptors) and logs once.
 //! - [`connection`]: one client connection: TLS negotiation, authentication, the message loop.
 //! - [`frame`]: client messages read whole, bounded and checked before they are decoded.
 //! - [`login_throttle`]: failed logins answered later and later.
+//! - [`failed_logins`]: failed logins logged (rate-limited) and counted.
 //! - [`auth`]: trust, or SCRAM-SHA-256 with a password; TLS.
 //! - [`limits`]: the server's limits (statement size, expression depth, memory).
 //! - [`handler`]: pgwire handlers (simple and extended query protocol).
+//! - [`blocking_polls`]: a statement's CPU work as blocking sections, so others are read.
+//! - [`client_parse`]: a client's SQL parsed within a budget, off the runtime when long.
 //! - [`portal_execute`]: Execute with no row limit, streamed.
 //! - [`parameters`]: bound parameters as DataFusion values (JSON ones too).
 //! - [`rewrite`]: client SQL DataFusion cannot plan as written, made plannable.
@@ -18,6 +23,7 @@
 //! - [`activity`]: `pg_stat_activity` and `pg_cancel_backend`.
 //! - [`protocol_statements`]: DEALLOCATE and DISCARD.
 //! - [`cursors`]: DECLARE ... CURSOR, FETCH, MOVE, CLOSE.
+//! - [`cursor_portals`]: SQL cursors described and executed as the connection's portals.
 //! - [`pg_text`], [`pg_encoding`]: values in Postgres' text and binary forms.
 //! - [`copy`]: `COPY ... TO STDOUT`.
 //! - [`pg_catalog`], [`pg_keys`], [`pg_functions`], [`pg_text_functions`] and
@@ -29,6 +35,7 @@
 //!   foreign tables.
 //! - [`database`]: statement dispatch — DDL and DML to the engine, queries to DataFusion.
 //! - [`create_table_as`]: `CREATE TABLE ... AS SELECT`.
+//! - [`dml_exprs`]: the WHERE and new values of UPDATE and DELETE, coerced and simplified.
 //! - [`views`]: materialized views: planning, creation, EXPLAIN, the stream catalog.
 //! - [`plain_views`]: `CREATE [OR REPLACE] VIEW`: stored queries, expanded where read.
 //! - [`ddl`]: `DROP ... [CASCADE]`, `ALTER ... RENAME TO` and what depends on what.
@@ -41,29 +48,37 @@
 //! - [`system_tables`]: the `eddy_catalog` schema.
 //! - [`restore`]: how long this start took to bring the data back.
 //! - [`metrics`]: Prometheus metrics on an HTTP listener of their own.
-//! - [`error`]: errors with SQLSTATE codes.
+//! - [`error`]: errors with SQLSTATE codes; [`data_errors`]: data errors known by their text.
 //! - [`demo`]: `eddy --demo`, a live Nexmark view.
 
+pub mod accept_backoff;
 pub mod activity;
 pub mod add_primary_key;
 pub mod at_time_zone;
 pub mod auth;
+pub mod blocking_polls;
 pub mod catalog_rewrites;
 pub mod catalog_search_path;
 pub mod checked_arithmetic;
+pub mod client_parse;
 pub mod connection;
 pub mod copy;
 pub mod create_table_as;
+pub mod cursor_portals;
 pub mod cursors;
+pub mod data_errors;
 pub mod database;
 pub mod ddl;
 pub mod decimal_literals;
 pub mod demo;
 pub mod describe;
+pub mod dml_exprs;
 pub mod empty_catalog_selects;
 pub mod error;
 pub mod expr_rewrites;
+pub mod failed_logins;
 pub mod fetch_first;
+pub mod file_limit;
 pub mod frame;
 pub mod from_functions;
 pub mod function_caps;

@@ -105,10 +105,11 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-/// Stack of each runtime worker: planning and evaluating an expression as deep as the depth
-/// limit allows recurses once per level (DataFusion's planner and evaluators), which overflows
-/// the default 2 MiB in a debug build.
-const WORKER_STACK_BYTES: usize = 16 << 20;
+/// Stack of each runtime worker (and blocking thread): planning and evaluating a statement as
+/// deep as the depth limit allows recurses once per level (DataFusion's planner and
+/// evaluators), with frames of kilobytes: 1,000 set operations or derived tables nested 600
+/// deep overflowed 16 MiB in a debug build. Only what a statement touches is ever resident.
+const WORKER_STACK_BYTES: usize = 64 << 20;
 
 fn main() -> anyhow::Result<()> {
     tokio::runtime::Builder::new_multi_thread()
@@ -208,7 +209,10 @@ async fn serve() -> anyhow::Result<()> {
         EddyServerHandlers::with_authentication(db, authentication).with_statement_limits(limits),
     );
     let options = Arc::new(ConnectionOptions::new(tls, args.max_statement_size));
-    let connections = Arc::new(Semaphore::new(args.max_connections));
+    let max_connections = eddy_server::file_limit::connections_served(args.max_connections)
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let connections = Arc::new(Semaphore::new(max_connections));
+    let mut backoff = eddy_server::accept_backoff::AcceptBackoff::default();
     // Refusals are cheap but not free: beyond this many at once, a connection is just closed.
     let refusals = Arc::new(Semaphore::new(64));
 
@@ -219,6 +223,7 @@ async fn serve() -> anyhow::Result<()> {
             accepted = listener.accept() => {
                 match accepted {
                     Ok((socket, _)) => {
+                        backoff.accepted();
                         let options = options.clone();
                         match connections.clone().try_acquire_owned() {
                             Ok(permit) => {
@@ -244,7 +249,13 @@ async fn serve() -> anyhow::Result<()> {
                             }
                         }
                     }
-                    Err(error) => tracing::warn!(%error, "accept failed"),
+                    Err(error) => {
+                        let pause = backoff.failed(&error);
+                        tokio::select! {
+                            () = tokio::time::sleep(pause) => {}
+                            () = &mut shutdown => break,
+                        }
+                    }
                 }
             }
             () = &mut shutdown => break,

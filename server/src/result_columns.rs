@@ -8,7 +8,9 @@ use datafusion::arrow::datatypes::{DataType, FieldRef, Schema};
 use pgwire::api::portal::Format;
 use pgwire::api::results::FieldInfo;
 use pgwire::api::Type;
-use pgwire::error::PgWireResult;
+use pgwire::error::{PgWireError, PgWireResult};
+
+use crate::error::ServerError;
 use pgwire::types::format::FormatOptions;
 
 /// The RowDescription of a result: Postgres' names, and its types where a marking says more
@@ -19,7 +21,8 @@ pub fn pg_fields(
     options: Option<Arc<FormatOptions>>,
 ) -> PgWireResult<Vec<FieldInfo>> {
     let schema = postgres_names(schema);
-    let fields = arrow_schema_to_pg_fields(&schema, format, options.clone())?;
+    let fields =
+        arrow_schema_to_pg_fields(&schema, format, options.clone()).map_err(unsupported_type)?;
     Ok(fields
         .into_iter()
         .zip(schema.fields())
@@ -47,6 +50,19 @@ pub fn pg_fields(
             }
         })
         .collect())
+}
+
+/// A column type the wire encoding has no Postgres type for (a NUMERIC wider than 38 digits):
+/// not supported (0A000), where arrow-pg says XX000.
+fn unsupported_type(error: PgWireError) -> PgWireError {
+    match error {
+        PgWireError::UserError(info) if info.message.starts_with("Unsupported Datatype") => {
+            let message = crate::data_errors::classify(&info.message)
+                .map_or_else(|| info.message.clone(), |(_, message)| message);
+            ServerError::not_supported(message).into_pgwire()
+        }
+        other => other,
+    }
 }
 
 /// A list of Int32 marked as a list of oids (see [`crate::oid_markings`]).

@@ -1,11 +1,12 @@
 //! The `eddy_catalog` schema: tables, views and late rows as queryable tables.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{
-    ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
-    TimestampMicrosecondArray,
+    ArrayRef, BooleanArray, Float64Array, Int64Array, ListBuilder, RecordBatch, StringArray,
+    StringBuilder, TimestampMicrosecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::catalog::{MemTable, SchemaProvider, TableProvider};
@@ -282,11 +283,31 @@ impl SystemSchema {
             .store
             .scan_table(SOURCE_ERRORS_TABLE)
             .map_err(|e| DataFusionError::External(Box::new(e)))?;
-        let mut letters = Vec::with_capacity(rows.len());
+        // One row per bad message: each reader of a source (a view has its own) meets the
+        // same message, and records it, so the records are gathered by where it lies.
+        let mut letters: Vec<StoredDeadLetter> = Vec::with_capacity(rows.len());
+        let mut readers: Vec<Vec<String>> = Vec::with_capacity(rows.len());
+        let mut places: HashMap<(String, String, i64), usize> = HashMap::new();
         for (_, value) in rows {
             let letter: StoredDeadLetter = serde_json::from_slice(&value)
                 .map_err(|e| DataFusionError::External(Box::new(e)))?;
-            letters.push(letter);
+            let place = (letter.source.clone(), letter.split.clone(), letter.position);
+            let row = *places.entry(place).or_insert_with(|| {
+                letters.push(letter.clone());
+                readers.push(Vec::new());
+                letters.len() - 1
+            });
+            if !letter.reader.is_empty() && !readers[row].contains(&letter.reader) {
+                readers[row].push(letter.reader);
+            }
+        }
+        let mut views = ListBuilder::new(StringBuilder::new());
+        for names in &mut readers {
+            names.sort();
+            for name in names.iter() {
+                views.values().append_value(name);
+            }
+            views.append(true);
         }
         batch(vec![
             ("source", strings(letters.iter().map(|l| l.source.clone()))),
@@ -301,6 +322,7 @@ impl SystemSchema {
                 "read_at",
                 timestamps(letters.iter().map(|l| Some(l.read_at))),
             ),
+            ("views", Arc::new(views.finish())),
         ])
     }
 }

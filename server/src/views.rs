@@ -42,7 +42,7 @@ impl Database {
                 format!("relation \"{name}\" already exists"),
             ));
         }
-        let plan = self.plan_view(query, emit_on_window_close).await?;
+        let plan = self.plan_view(query, emit_on_window_close, false).await?;
         let reads = self.query_reads(query);
         let info = plan.as_source(name);
         let schema = plan.schema.clone();
@@ -83,7 +83,7 @@ impl Database {
                 "EXPLAIN of this statement (EXPLAIN CREATE MATERIALIZED VIEW shows a view's streaming plan)",
             ));
         };
-        let plan = self.plan_view(query, *emit_on_window_close).await?;
+        let plan = self.plan_view(query, *emit_on_window_close, false).await?;
         let lines = eddy_planner::explain::explain(&plan, name);
         let schema = explain_schema();
         let column = Arc::new(StringArray::from(lines));
@@ -95,12 +95,20 @@ impl Database {
         })
     }
 
+    /// `accepted_before`: the view exists (a restart plans it again), so limits added since
+    /// it was created do not refuse it.
     pub(crate) async fn plan_view(
         &self,
         query: &Query,
         emit_on_window_close: bool,
+        accepted_before: bool,
     ) -> Result<StreamPlan> {
-        let state = self.ctx.state();
+        let mut state = self.ctx.state();
+        if accepted_before {
+            state
+                .config_mut()
+                .set_extension(Arc::new(eddy_planner::window::AcceptedBefore));
+        }
         let plan = state
             .statement_to_plan(DfStatement::Statement(Box::new(Statement::Query(
                 Box::new(query.clone()),

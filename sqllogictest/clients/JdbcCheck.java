@@ -155,6 +155,24 @@ public class JdbcCheck {
                 check("executeBatch rows are there", rs.next() && rs.getLong("total") == 60L, true);
             }
         }
+        // A fetch size outside autocommit: the driver binds a named portal and executes it a
+        // few rows at a time (PortalSuspended between), never the whole result at once.
+        try (Connection conn = DriverManager.getConnection(url, user, password)) {
+            conn.setAutoCommit(false);
+            try (Statement st = conn.createStatement()) {
+                st.setFetchSize(3);
+                try (ResultSet rs = st.executeQuery("SELECT value FROM generate_series(1, 10)")) {
+                    long sum = 0;
+                    int rows = 0;
+                    while (rs.next()) {
+                        sum += rs.getLong(1);
+                        rows++;
+                    }
+                    check("fetch size 3: every row, a few at a time", rows + " " + sum, "10 55");
+                }
+            }
+            conn.commit();
+        }
         System.out.println("java clients: all checks passed");
     }
 }

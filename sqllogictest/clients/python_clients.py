@@ -1,5 +1,5 @@
 """Python's Postgres stack against a running eddy: psycopg 3 with parameters and prepared
-statements, psycopg 2's named (server-side) cursors, asyncpg's arrays (read after its type
+statements, psycopg 2's and psycopg 3's named (server-side) cursors, asyncpg's arrays (read after its type
 introspection), uuids with both, SQLAlchemy's inspector and stream_results, pandas.read_sql of a materialized view, pgcli's completion queries. Run by sqllogictest/tests/clients.rs with
 EDDY_PORT set; exits non-zero (with the failing check) on any mismatch."""
 
@@ -168,6 +168,28 @@ def psycopg2_named_cursor():
         conn.close()
 
 
+def psycopg_named_cursor():
+    """psycopg 3's server-side cursors: DECLARE, then a Describe of the cursor as a portal
+    (Postgres' cursors are portals), then FETCH FORWARD n."""
+    with psycopg.connect(host="127.0.0.1", port=PORT, user=USER, password=PASSWORD,
+                         dbname="dev") as conn:
+        with conn.cursor(name="big") as cur:
+            cur.execute("SELECT generate_series(1, 5)")
+            check("psycopg: a named cursor's columns", [c.name for c in cur.description],
+                  ["generate_series"])
+            check("psycopg: a named cursor, all rows", cur.fetchall(),
+                  [(1,), (2,), (3,), (4,), (5,)])
+        with conn.cursor(name="bit_by_bit") as cur:
+            cur.itersize = 2
+            cur.execute("SELECT sensor, value FROM readings ORDER BY sensor")
+            check("psycopg: a named cursor, fetched 2 rows at a time", list(cur),
+                  [(1, 20.5), (2, 18.0), (3, 22.5)])
+        with conn.cursor(name="binary_one", binary=True) as cur:
+            cur.execute("SELECT sensor FROM readings ORDER BY sensor")
+            check("psycopg: a binary named cursor", cur.fetchmany(2), [(1,), (2,)])
+        conn.commit()
+
+
 def sqlalchemy_stream_results():
     url = f"postgresql+psycopg2://{USER}:{PASSWORD}@127.0.0.1:{PORT}/dev"
     engine = sqlalchemy.create_engine(url)
@@ -277,6 +299,7 @@ asyncio.run(asyncpg_uuids())
 pgcli_completion_metadata()
 psycopg_prepared_then_rollback()
 psycopg2_named_cursor()
+psycopg_named_cursor()
 sqlalchemy_stream_results()
 sqlalchemy_inspector_and_pandas()
 print("python clients: all checks passed")

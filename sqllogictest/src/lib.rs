@@ -12,6 +12,7 @@
 //! - [`kafka`]: a real Kafka-protocol broker (Tansu) for the Kafka tests.
 //! - [`wire`]: a raw protocol client, for what drivers never send.
 //! - [`postgres`]: a throwaway PostgreSQL 15, the reference of the differential tests.
+//! - [`process_stats`]: a process's CPU time.
 
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
@@ -28,6 +29,7 @@ use tokio::task::JoinHandle;
 
 pub mod kafka;
 pub mod postgres;
+pub mod process_stats;
 pub mod wire;
 
 /// Environment variable naming the `eddy` executable to test.

@@ -125,6 +125,7 @@ impl FileConnector {
                         position: start_of(i) as i64,
                         error,
                         payload: messages[i].to_vec(),
+                        reader: String::new(),
                     })
                     .collect();
                 let meta = MessageMeta {

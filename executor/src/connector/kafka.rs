@@ -397,6 +397,7 @@ impl KafkaConnector {
                         position: message.offset,
                         error: "a tombstone whose key does not give the primary key".into(),
                         payload: message.key.clone().unwrap_or_default(),
+                        reader: String::new(),
                     }),
                 },
                 (None, false) => dead_letters.push(DeadLetter {
@@ -404,6 +405,7 @@ impl KafkaConnector {
                     position: message.offset,
                     error: "a message with no value (a tombstone) in a FORMAT PLAIN source".into(),
                     payload: Vec::new(),
+                    reader: String::new(),
                 }),
             }
         }
@@ -415,6 +417,7 @@ impl KafkaConnector {
                 position: kept[i].offset,
                 error,
                 payload: payloads[i].to_vec(),
+                reader: String::new(),
             });
         }
         let mut good = decoded.good;
@@ -437,6 +440,7 @@ impl KafkaConnector {
                             position: kept[good[r]].offset,
                             error: "the primary key is missing".into(),
                             payload: payloads[good[r]].to_vec(),
+                            reader: String::new(),
                         });
                     }
                 }

@@ -11,6 +11,8 @@ pub mod file;
 pub mod generator;
 pub mod kafka;
 pub mod nexmark;
+pub mod payload_check;
+pub mod text_timestamps;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -52,6 +54,9 @@ pub struct DeadLetter {
     pub position: i64,
     pub error: String,
     pub payload: Vec<u8>,
+    /// The view (or connector table) whose reader met it: the engine fills it in (a source
+    /// read by several views has a reader each, and each meets the same bad messages).
+    pub reader: String,
 }
 
 /// What a connector reports besides rows.

@@ -111,12 +111,11 @@ impl Engine {
                 include,
             } => self.restore_index(entry, relation, columns, include)?,
             Restore::View(plan) => {
-                let graph = Some(Graph::build(
-                    &plan,
-                    &entry.table_ids,
-                    &self.store,
-                    &|name| self.stored_relation(name),
-                )?);
+                let mut graph = Graph::build(&plan, &entry.table_ids, &self.store, &|name| {
+                    self.stored_relation(name)
+                })?;
+                graph.set_state_budget(self.state_budget.clone());
+                let graph = Some(graph);
                 let readers = self.open_view_readers(&entry.name, &plan, &entry.table_ids)?;
                 self.views.insert(
                     entry.name.clone(),
@@ -261,6 +260,7 @@ impl Engine {
         let mut graph = Graph::build(&plan, &table_ids, &self.store, &|name| {
             self.stored_relation(name)
         })?;
+        graph.set_state_budget(self.state_budget.clone());
         #[cfg(debug_assertions)]
         if std::env::var("EDDY_TEST_PANIC_IN_VIEW").is_ok_and(|v| v == name) {
             // Debug builds only: the tests' way to see the engine survive a bug in an operator.

@@ -537,8 +537,11 @@ impl Engine {
                 },
                 Ok(operation) => {
                     let (name, events) = &feeds[operation.index() - 1];
-                    if let Ok(event) = operation.recv(events) {
-                        self.guarded(|engine| engine.on_source_event(name, event));
+                    match operation.recv(events) {
+                        Ok(event) => self.guarded(|engine| engine.on_source_event(name, event)),
+                        // Its connector ended and all it sent is taken: a disconnected channel
+                        // is always ready, so waiting on it again would spin.
+                        Err(_) => self.stop_waiting_on(name, events),
                     }
                 }
                 Err(_) => {}

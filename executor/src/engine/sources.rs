@@ -1,6 +1,7 @@
 //! The engine's side of connectors: starting feeds, applying their batches, idle splits, dead
 //! letters and progress figures.
 
+use crossbeam_channel::Receiver;
 use eddy_planner::StreamPlan;
 use eddy_storage::keys::SOURCE_ERRORS_TABLE;
 use eddy_storage::{EpochBatch, ObjectKind, TableId};
@@ -29,6 +30,10 @@ pub struct StoredDeadLetter {
     pub payload: String,
     /// When the message was read, in microseconds since the epoch (wall clock).
     pub read_at: i64,
+    /// The view (or connector table) whose reader met it; empty in letters stored before
+    /// readers were recorded.
+    #[serde(default)]
+    pub reader: String,
 }
 
 pub fn write_dead_letter(
@@ -47,6 +52,7 @@ pub fn write_dead_letter(
         read_at: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as i64),
+        reader: letter.reader,
     };
     let bytes = serde_json::to_vec(&stored).map_err(eddy_storage::StorageError::from)?;
     epoch.put(SOURCE_ERRORS_TABLE, &seq.to_be_bytes(), bytes);
@@ -81,9 +87,10 @@ impl Engine {
         target: &str,
         spec: SourceSpec,
         id: TableId,
-        _table: &TableRuntime,
+        table: &TableRuntime,
     ) -> Result<()> {
-        let feed = Feed::start(spec, id, self.store.as_ref())?;
+        let mut feed = Feed::start(spec, id, self.store.as_ref())?;
+        feed.reader = table.object_name.clone();
         self.feeds.insert(target.to_string(), feed);
         Ok(())
     }
@@ -122,6 +129,21 @@ impl Engine {
             });
         }
         Ok(readers)
+    }
+
+    /// Stops selecting the channel of `target`'s feed: its connector ended (finished, failed or
+    /// panicked) and every event it sent has been taken, so nothing more can come.
+    pub(super) fn stop_waiting_on(&mut self, target: &str, events: &Receiver<SourceEvent>) {
+        let Some(feed) = self.feeds.get_mut(target) else {
+            return;
+        };
+        if !feed.events.same_channel(events) {
+            return;
+        }
+        if !feed.finished && feed.last_error.is_none() {
+            feed.last_error = Some("the connector stopped before the end of its source".into());
+        }
+        feed.events = crossbeam_channel::never();
     }
 
     /// Applies one event from the feed of `target`.

@@ -37,6 +37,11 @@ impl StateBudget {
         self.total.store(total, Ordering::Relaxed);
     }
 
+    /// The memory one view's state may hold, in bytes.
+    pub fn per_view(&self) -> usize {
+        self.per_view.load(Ordering::Relaxed)
+    }
+
     fn limits(&self) -> (usize, usize) {
         (
             self.per_view.load(Ordering::Relaxed),
@@ -197,6 +202,17 @@ fn runtime_sqlstate(error: &ExecError) -> &'static str {
         ExecError::DataFusion(DataFusionError::ArrowError(e, _)) => Some(e.as_ref()),
         ExecError::NotSupported(_) => return "0A000",
         ExecError::Constraint(_) => return "23000",
+        ExecError::OutOfMemory(_) => return OUT_OF_MEMORY,
+        ExecError::DataFusion(DataFusionError::External(inner)) => {
+            if let Some(coded) = inner.downcast_ref::<eddy_planner::CodedError>() {
+                return coded.code;
+            }
+            return match inner.downcast_ref::<eddy_planner::PlanError>() {
+                Some(eddy_planner::PlanError::OutOfRange(_)) => "22008",
+                Some(eddy_planner::PlanError::LimitExceeded(_)) => "54000",
+                _ => "XX000",
+            };
+        }
         _ => None,
     };
     match arrow {

@@ -8,6 +8,9 @@ use eddy_planner::WindowSpec;
 
 use crate::{Message, Operator, Result, StreamChunk};
 
+/// About how many rows one piece of input expands to, when a row is in several windows.
+const OUTPUT_ROWS: usize = 8192;
+
 pub struct WindowOperator {
     time_column: usize,
     spec: WindowSpec,
@@ -30,6 +33,11 @@ impl WindowOperator {
 impl Operator for WindowOperator {
     fn name(&self) -> &'static str {
         "Window"
+    }
+
+    fn max_input_rows(&self) -> Option<usize> {
+        let per_row = usize::try_from(self.spec.windows_per_row()).unwrap_or(usize::MAX);
+        (per_row > 1).then(|| (OUTPUT_ROWS / per_row).max(1))
     }
 
     fn process_chunk(&mut self, chunk: StreamChunk, out: &mut Vec<Message>) -> Result<()> {
