@@ -670,7 +670,7 @@ impl Database {
                 let frame =
                     crate::query_memory::dataframe(&self.ctx, self.query_memory_limit(), plan)?;
                 let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-                let stream = frame.execute_stream().await?;
+                let stream = crate::branch_order::execute_in_order(frame).await?;
                 Ok(Outcome::Stream { schema, stream })
             }
         }

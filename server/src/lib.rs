@@ -57,6 +57,7 @@ pub mod add_primary_key;
 pub mod at_time_zone;
 pub mod auth;
 pub mod blocking_polls;
+pub mod branch_order;
 pub mod catalog_rewrites;
 pub mod catalog_search_path;
 pub mod checked_arithmetic;

@@ -101,16 +101,19 @@ async fn json_source_with_includes_dead_letters_and_lag() {
 
     let errors = client
         .query(
-            "SELECT source, split, \"offset\", payload FROM eddy_catalog.source_errors",
+            "SELECT source, split, \"offset\", payload, views FROM eddy_catalog.source_errors",
             &[],
         )
         .await
         .unwrap();
-    // Each view has its own reader, so each saw the broken message once.
-    assert_eq!(errors.len(), 2);
+    // Each view has its own reader and each met the broken message: one row names both.
+    assert_eq!(errors.len(), 1);
     assert_eq!(errors[0].get::<_, String>(1), "1");
     assert_eq!(errors[0].get::<_, i64>(2), 100);
     assert_eq!(errors[0].get::<_, String>(3), "{broken");
+    let mut views: Vec<String> = errors[0].get(4);
+    views.sort();
+    assert_eq!(views, ["per_partition", "per_window"]);
 
     let progress = query_i64(
         &client,
