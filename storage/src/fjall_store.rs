@@ -49,6 +49,10 @@ impl Opened {
         let db = Database::builder(path)
             .cache_size(cache_bytes)
             .max_journaling_size(MAX_JOURNAL_BYTES)
+            // One thread flushes and compacts: with more, fjall's first worker re-queues every
+            // compaction it is handed and spins while the others are busy (a tenth of a
+            // pass-through view's CPU went there).
+            .worker_threads(1)
             .open()?;
         let keyspace = |space: Space| {
             db.keyspace(space.name(), || {
@@ -195,11 +199,15 @@ impl FjallStore {
     /// Writes `batch` as commit `seq`, durably, in one atomic batch.
     fn write(&self, open: &Opened, batch: &EpochBatch, seq: u64) -> fjall::Result<()> {
         let mut write = open.db.batch().durability(Some(PersistMode::SyncAll));
-        for (key, value) in batch.writes() {
-            let keyspace = open.keyspace(space_of_key(key));
+        let mut key = Vec::new();
+        for (table, row_key, value) in batch.writes() {
+            let keyspace = open.keyspace(space_of(table));
+            key.clear();
+            key.extend_from_slice(&table_prefix(table));
+            key.extend_from_slice(row_key);
             match value {
-                Some(value) => write.insert(keyspace, key, value),
-                None => write.remove(keyspace, key),
+                Some(value) => write.insert(keyspace, key.as_slice(), value),
+                None => write.remove(keyspace, key.as_slice()),
             }
         }
         write.insert(

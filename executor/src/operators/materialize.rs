@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use hashbrown::HashMap;
+
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use eddy_storage::{EpochBatch, RowCodec, Store, TableId};
 
@@ -15,7 +17,7 @@ pub struct MaterializeOperator {
     key_codec: Option<RowCodec>,
     value_codec: RowCodec,
     /// Rows changed since the last barrier: key → new row (None: deleted).
-    pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    pending: HashMap<Vec<u8>, Option<Vec<u8>>>,
 }
 
 impl MaterializeOperator {
@@ -30,7 +32,7 @@ impl MaterializeOperator {
             schema: schema.clone(),
             key_codec,
             value_codec: RowCodec::new(schema)?,
-            pending: BTreeMap::new(),
+            pending: HashMap::new(),
         })
     }
 }
@@ -103,8 +105,8 @@ impl Operator for MaterializeOperator {
     ) -> Result<()> {
         for (key, value) in std::mem::take(&mut self.pending) {
             match value {
-                Some(value) => epoch.put(self.table, &key, value),
-                None => epoch.delete(self.table, &key),
+                Some(value) => epoch.put_owned(self.table, key, value),
+                None => epoch.delete_owned(self.table, key),
             }
         }
         Ok(())
