@@ -257,7 +257,28 @@ fn random_view(rng: &mut StdRng, index: usize, tables: usize, earlier: &[JoinVie
     let aggregate_view = earlier
         .iter()
         .position(|v| v.columns.first().is_some_and(|(c, _)| c == "gk"));
-    match rng.random_range(0..12) {
+    match rng.random_range(0..13) {
+        12 => {
+            // Outer joins of single-row inputs (global aggregates: their key has no columns),
+            // whose join keys meet and part as the tables change.
+            let single = |rng: &mut StdRng, remainder: u32| {
+                format!(
+                    "(SELECT sum(v) AS s, max(k) AS m FROM {} WHERE id % 3 = {remainder})",
+                    t(rng)
+                )
+            };
+            JoinView {
+                sql: format!(
+                    "SELECT a.s AS ls, a.m AS lm, b.s AS rs, b.m AS rm FROM {} a {} {} b ON a.m = b.m",
+                    single(rng, 0),
+                    pick(rng, &JOIN_TYPES),
+                    single(rng, 1)
+                ),
+                name,
+                reads: Vec::new(),
+                columns: columns(&["ls", "lm", "rs", "rm"]),
+            }
+        }
         10 | 11 => {
             let table = t(rng);
             let (sql, columns) = if rng.random_bool(0.5) {

@@ -55,10 +55,10 @@ pub use error::{CodedError, PlanError, Result};
 pub use session::SessionPartitionRule;
 pub use statement::{parse_statements, EddyStatement, WatermarkDef};
 pub use stream::{
-    AggregatePlan, AsofOrder, AsofPlan, FinalRows, GroupingSetSpec, History, JoinClock,
-    JoinOutputKey, JoinPlan, JoinSideInfo, LookupPlan, NodeKind, OverWindowPlan, PartitionClose,
-    RankKind, SessionWindow, SourceInfo, StreamCatalog, StreamInput, StreamNode, StreamPlan,
-    TemporalFilterPlan, TimeBound, TopNPlan, UnionPlan, WatermarkColumn, WindowBound,
+    padded_sides, AggregatePlan, AsofOrder, AsofPlan, FinalRows, GroupingSetSpec, History,
+    JoinClock, JoinOutputKey, JoinPlan, JoinSideInfo, LookupPlan, NodeKind, OverWindowPlan,
+    PartitionClose, RankKind, SessionWindow, SourceInfo, StreamCatalog, StreamInput, StreamNode,
+    StreamPlan, TemporalFilterPlan, TimeBound, TopNPlan, UnionPlan, WatermarkColumn, WindowBound,
 };
 pub use window::{
     WindowFunction, WindowKind, WindowSpec, WindowTableFunction, WindowTableProvider,

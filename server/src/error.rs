@@ -110,7 +110,7 @@ impl From<PgWireError> for ServerError {
 pub fn view_failed(name: &str, failure: &eddy_storage::ViewFailure) -> ServerError {
     let code = [
         "53200", "22012", "22003", "22P02", "0A000", "23000", "22000", "22008", "54000", "22023",
-        "22007", "2201F", "2201B", "22021", "23502", "23505", "42883", "42804",
+        "22007", "2201F", "2201B", "22021", "23502", "23505", "42883", "42804", "55000",
     ]
     .into_iter()
     .find(|known| *known == failure.sqlstate)

@@ -126,3 +126,61 @@ async fn a_sled_directory_of_the_previous_release_is_migrated_and_goes_on() {
     let (client, _driver) = eddy.connect().await.unwrap();
     check_contents(&client, true).await;
 }
+
+/// A view whose operators an earlier release keyed otherwise (an outer join without presence
+/// flags) is not read with the new keys: it fails with 55000, saying to create it again, and
+/// the other views go on.
+#[tokio::test]
+async fn a_view_keyed_by_an_earlier_release_fails_instead_of_answering_wrong() {
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sled-format-1-outer-join");
+    let scratch = TempDir::new().unwrap();
+    let data = scratch.path().join("data");
+    copy_dir(&fixture, &data);
+    let config = EddyConfig {
+        data_dir: data.clone(),
+        ..EddyConfig::in_dir(find_eddy_binary().unwrap(), scratch.path())
+    };
+    let mut eddy = EddyProcess::start(config).await.unwrap();
+    let (client, _driver) = eddy.connect().await.unwrap();
+    let error = client
+        .simple_query("SELECT * FROM both_entries")
+        .await
+        .unwrap_err();
+    let db_error = error.as_db_error().expect("a server error");
+    assert_eq!(db_error.code().code(), "55000", "{db_error:?}");
+    assert!(
+        db_error.message().contains("earlier version of Eddy")
+            && db_error.message().contains("create it again"),
+        "{db_error:?}"
+    );
+    // The inner join's keys did not change: it is restored and maintained.
+    assert!(rows(&client, "SELECT * FROM matched").await.is_empty());
+    client
+        .batch_execute("UPDATE ledger SET k = 7 WHERE id = 2; FLUSH;")
+        .await
+        .unwrap();
+    assert_eq!(rows(&client, "SELECT * FROM matched").await, ["10 20"]);
+
+    // Created again, the view has each padded row.
+    client
+        .batch_execute(
+            "DROP MATERIALIZED VIEW both_entries;
+             CREATE MATERIALIZED VIEW both_entries AS SELECT a.amount AS a_amount, b.amount AS b_amount
+             FROM first_entry a FULL OUTER JOIN second_entry b ON a.k = b.k;
+             UPDATE ledger SET k = 9 WHERE id = 2; FLUSH;",
+        )
+        .await
+        .unwrap();
+    let mut both = rows(&client, "SELECT * FROM both_entries").await;
+    both.sort();
+    assert_eq!(both, ["10 NULL", "NULL 20"]);
+
+    // The failure is recorded: a restart answers the same until the view is dropped.
+    drop(client);
+    eddy.restart().await.unwrap();
+    let (client, _driver) = eddy.connect().await.unwrap();
+    let mut both = rows(&client, "SELECT * FROM both_entries").await;
+    both.sort();
+    assert_eq!(both, ["10 NULL", "NULL 20"]);
+}

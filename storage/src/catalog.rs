@@ -33,6 +33,9 @@ pub struct CatalogEntry {
     /// and reading it answers this error until it is dropped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed: Option<ViewFailure>,
+    /// A view's operators' key layout when it was created (absent before Eddy recorded it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_layout: Option<String>,
 }
 
 /// Why a materialized view stopped, as reading it reports.

@@ -92,6 +92,20 @@ impl Engine {
             Restore::Source(def) => {
                 self.sources.insert(entry.name.clone(), (entry, def));
             }
+            Restore::View(plan) if entry.failed.is_none() && keyed_otherwise(&entry, &plan) => {
+                // Its stored rows and state are keyed as an earlier Eddy planned them: reading
+                // them with this plan's keys would double or lose rows.
+                let mut entry = entry;
+                let message = "it was created by an earlier version of Eddy that keyed its rows otherwise (an outer join now keys each padded side by its presence)".to_string();
+                tracing::error!(view = entry.name, "{message}");
+                entry.failed = Some(eddy_storage::ViewFailure {
+                    sqlstate: "55000".into(),
+                    message,
+                    epoch: self.counters.epoch,
+                });
+                entry.write(&mut self.epoch_writes)?;
+                return self.restore(entry, Restore::View(plan));
+            }
             Restore::View(plan) if entry.failed.is_some() => {
                 // A failed view keeps its rows for reading its error, and nothing runs.
                 let view = ViewRuntime {
@@ -186,6 +200,7 @@ impl Engine {
             sql,
             table_ids,
             failed: None,
+            key_layout: None,
         };
         self.counters.next_catalog_seq += 1;
         entry
@@ -294,6 +309,7 @@ impl Engine {
         let mut entry = self.allocate_entry(ObjectKind::MaterializedView, name.clone(), sql, ids);
         debug_assert_eq!(entry.table_ids.len(), table_ids.len());
         entry.table_ids = table_ids;
+        entry.key_layout = Some(plan.key_layout());
         entry.write(&mut self.epoch_writes)?;
         self.views.insert(
             name,
@@ -418,5 +434,15 @@ impl Engine {
             }
         }
         Ok(())
+    }
+}
+
+/// Whether `plan` keys a view's rows or state otherwise than when the view was created.
+fn keyed_otherwise(entry: &CatalogEntry, plan: &StreamPlan) -> bool {
+    let layout = plan.key_layout();
+    match &entry.key_layout {
+        Some(created) => *created != layout,
+        // Recorded since outer joins gained presence flags: an older entry with one is stale.
+        None => layout.contains("_join_left_present") || layout.contains("_join_right_present"),
     }
 }

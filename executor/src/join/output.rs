@@ -63,6 +63,8 @@ impl SideSources {
 pub(super) struct OutputBuilder {
     schema: SchemaRef,
     key: JoinOutputKey,
+    /// Sides an outer join pads, whose presence the output key says.
+    padded: [bool; 2],
     outputs: [bool; 2],
     mark: bool,
     sides: [SideSources; 2],
@@ -80,6 +82,7 @@ impl OutputBuilder {
         Self {
             schema,
             key: plan.output_key,
+            padded: eddy_planner::padded_sides(plan.join_type),
             outputs: [plan.outputs_left(), plan.outputs_right()],
             mark,
             sides: [
@@ -205,6 +208,10 @@ impl OutputBuilder {
         let mut key = Vec::new();
         for &s in key_sides {
             let side = &self.sides[s];
+            if self.key == JoinOutputKey::Both && self.padded[s] {
+                let present: BooleanArray = froms[s].iter().map(|f| Some(f.0 != 0)).collect();
+                key.push(Arc::new(present) as ArrayRef);
+            }
             for column in side.width..side.width + side.key_len {
                 key.push(side.gather(column, &froms[s])?);
             }

@@ -77,6 +77,20 @@ pub struct JoinPlan {
     pub pad_on_eviction: bool,
 }
 
+/// Names of the output key's presence flags (left, right).
+const PRESENT: [&str; 2] = ["_join_left_present", "_join_right_present"];
+
+/// Which sides (left, right) an outer join pads with NULLs. The output key of such a join
+/// carries a flag per padded side saying whether the side is there: without it a padded row's
+/// NULL key is the key of a row whose key is NULL, or, for a side keyed by nothing (a global
+/// aggregate), the key of every row of that side.
+pub fn padded_sides(join_type: JoinType) -> [bool; 2] {
+    [
+        matches!(join_type, JoinType::Right | JoinType::Full),
+        matches!(join_type, JoinType::Left | JoinType::Full),
+    ]
+}
+
 impl JoinPlan {
     /// Whether the output has the left side's columns (then the right's, unless a semi, anti
     /// or mark join keeps one side only).
@@ -213,10 +227,19 @@ impl Planner<'_> {
                 (right.node.key_fields.clone(), columns)
             }
             JoinOutputKey::Both => {
-                let mut fields = left.node.key_fields.clone();
-                fields.extend(right.node.key_fields.iter().cloned());
+                let padded = padded_sides(join.join_type);
+                let mut fields = Vec::new();
+                for ((side, padded), name) in [&left, &right].into_iter().zip(padded).zip(PRESENT) {
+                    if padded {
+                        fields.push(Field::new(name, DataType::Boolean, false));
+                    }
+                    fields.extend(side.node.key_fields.iter().cloned());
+                }
                 let columns = match (&left.node.key_columns, shifted(&right.node.key_columns)) {
-                    (Some(l), Some(r)) => Some(l.iter().copied().chain(r).collect()),
+                    // A presence flag is in no visible column.
+                    (Some(l), Some(r)) if padded == [false, false] => {
+                        Some(l.iter().copied().chain(r).collect())
+                    }
                     _ => None,
                 };
                 (fields, columns)

@@ -39,7 +39,7 @@ use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 
 pub use aggregate::{AggregatePlan, SessionWindow, WindowBound};
 pub use grouping_sets::GroupingSetSpec;
-pub use join::{JoinClock, JoinOutputKey, JoinPlan, JoinSideInfo};
+pub use join::{padded_sides, JoinClock, JoinOutputKey, JoinPlan, JoinSideInfo};
 pub use join_bounds::Eviction;
 pub use over_window::{FinalRows, History, OverWindowPlan};
 pub use temporal::{AsofOrder, AsofPlan, LookupPlan};
@@ -244,6 +244,26 @@ pub struct StreamPlan {
 impl StreamPlan {
     pub fn key_len(&self) -> usize {
         self.key_fields.len()
+    }
+
+    /// The key of every operator's rows, outermost first (`name type` each): what a view's
+    /// stored rows and state are keyed by. A view restored with another layout than it was
+    /// created with cannot read its own rows.
+    pub fn key_layout(&self) -> String {
+        fn walk(node: &StreamNode, out: &mut Vec<String>) {
+            let key: Vec<String> = node
+                .key_fields
+                .iter()
+                .map(|f| format!("{} {}", f.name(), f.data_type()))
+                .collect();
+            out.push(format!("({})", key.join(", ")));
+            for input in &node.inputs {
+                walk(input, out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.root, &mut out);
+        out.join(" ")
     }
 
     /// What a view reading this one needs to know about it.
