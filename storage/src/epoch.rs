@@ -4,6 +4,9 @@ use hashbrown::HashMap;
 
 use crate::keys::{table_key, TableId};
 
+/// One write of an epoch: (table, row key, new value, or `None` for a delete).
+pub type Write<'a> = (TableId, &'a [u8], Option<&'a [u8]>);
+
 /// Every write of one epoch: view rows, operator state, table rows, watermarks, catalog
 /// changes. A later write of the same key replaces an earlier one.
 ///
@@ -77,6 +80,23 @@ impl EpochBatch {
                 .iter()
                 .map(|(key, value)| (*table, key.as_slice(), value.as_deref()))
         })
+    }
+
+    /// Every write in key order (table, then row key): a memtable takes sorted keys much
+    /// faster than scattered ones (its skip list's search path stays in cache).
+    pub fn sorted_writes(&self) -> Vec<Write<'_>> {
+        let mut tables: Vec<_> = self.tables.iter().collect();
+        tables.sort_unstable_by_key(|(table, _)| **table);
+        let mut writes = Vec::with_capacity(self.len());
+        for (table, rows) in tables {
+            let first = writes.len();
+            writes.extend(
+                rows.iter()
+                    .map(|(key, value)| (*table, key.as_slice(), value.as_deref())),
+            );
+            writes[first..].sort_unstable_by(|a, b| a.1.cmp(b.1));
+        }
+        writes
     }
 
     /// Every write with its full store key, in no order.

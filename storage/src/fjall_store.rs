@@ -200,7 +200,7 @@ impl FjallStore {
     fn write(&self, open: &Opened, batch: &EpochBatch, seq: u64) -> fjall::Result<()> {
         let mut write = open.db.batch().durability(Some(PersistMode::SyncAll));
         let mut key = Vec::new();
-        for (table, row_key, value) in batch.writes() {
+        for (table, row_key, value) in batch.sorted_writes() {
             let keyspace = open.keyspace(space_of(table));
             key.clear();
             key.extend_from_slice(&table_prefix(table));
