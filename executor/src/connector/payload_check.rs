@@ -29,7 +29,15 @@ fn strict_json(payload: &[u8]) -> Result<(), String> {
     if payload.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err("not a JSON object".into());
     }
-    if let Some(at) = too_deep_at(payload) {
+    // Fewer opening brackets than the limit cannot nest that deep (SIMD counting; the scan
+    // below runs on the rare payload with that many).
+    let openers = memchr::memchr2_iter(b'[', b'{', payload)
+        .take(MAX_NESTING)
+        .count();
+    if let Some(at) = (openers >= MAX_NESTING)
+        .then(|| too_deep_at(payload))
+        .flatten()
+    {
         return Err(format!(
             "JSON nested {MAX_NESTING} levels deep or deeper (at column {})",
             at + 1
