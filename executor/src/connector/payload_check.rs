@@ -45,8 +45,25 @@ fn strict_json(payload: &[u8]) -> Result<(), String> {
     }
     match serde_json::from_slice::<IgnoredAny>(payload) {
         Ok(_) => Ok(()),
+        Err(error) if after_trailing_comma(payload, error.column()) => Err(format!(
+            "invalid JSON: trailing comma at line {} column {}",
+            error.line(),
+            error.column()
+        )),
         Err(error) => Err(format!("invalid JSON: {error}")),
     }
+}
+
+/// Whether the error at (1-based) `column` is a closing bracket right after a comma: serde_json
+/// skipping a value calls that "key must be a string" or "expected value".
+fn after_trailing_comma(payload: &[u8], column: usize) -> bool {
+    let at = column.saturating_sub(1);
+    matches!(payload.get(at), Some(b'}' | b']'))
+        && payload[..at]
+            .iter()
+            .rev()
+            .find(|b| !b.is_ascii_whitespace())
+            == Some(&b',')
 }
 
 /// Where the payload's arrays and objects reach [`MAX_NESTING`] levels, if they do (brackets
@@ -103,6 +120,13 @@ mod tests {
 
     #[test]
     fn lenient_json_is_refused() {
+        for (payload, reason) in [
+            ("{\"id\":36,}", "trailing comma at line 1 column 10"),
+            ("{\"id\":[1,2, ]}", "trailing comma at line 1 column 13"),
+        ] {
+            let refused = refusal(&Encode::Json, payload.as_bytes()).expect(payload);
+            assert!(refused.contains(reason), "{refused}");
+        }
         for payload in [
             "{\"id\":36,}",
             "{\"id\":[1,2,]}",

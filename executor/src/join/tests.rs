@@ -215,54 +215,57 @@ fn inner_join_matches_either_order_and_retracts() {
 #[test]
 fn left_join_pads_and_unpads_both_ways() {
     let mut h = Harness::new(JoinType::Left, false);
-    assert_eq!(h.push(0, "+ 1 7 10"), ["+ 7 10 _ _ key 1 _"]);
+    assert_eq!(h.push(0, "+ 1 7 10"), ["+ 7 10 _ _ key 1 false _"]);
     // The first match retracts the padded row before the joined one comes.
     assert_eq!(
         h.push(1, "+ 5 7 20"),
-        ["- 7 10 _ _ key 1 _", "+ 7 10 7 20 key 1 5"]
+        ["- 7 10 _ _ key 1 false _", "+ 7 10 7 20 key 1 true 5"]
     );
-    assert_eq!(h.push(1, "+ 6 7 21"), ["+ 7 10 7 21 key 1 6"]);
-    assert_eq!(h.push(1, "- 5 7 20"), ["- 7 10 7 20 key 1 5"]);
+    assert_eq!(h.push(1, "+ 6 7 21"), ["+ 7 10 7 21 key 1 true 6"]);
+    assert_eq!(h.push(1, "- 5 7 20"), ["- 7 10 7 20 key 1 true 5"]);
     // The last match going brings the padded row back.
     assert_eq!(
         h.push(1, "- 6 7 21"),
-        ["- 7 10 7 21 key 1 6", "+ 7 10 _ _ key 1 _"]
+        ["- 7 10 7 21 key 1 true 6", "+ 7 10 _ _ key 1 false _"]
     );
-    assert_eq!(h.view(), ["7 10 _ _ key 1 _"]);
-    assert_eq!(h.push(0, "- 1 7 10"), ["- 7 10 _ _ key 1 _"]);
+    assert_eq!(h.view(), ["7 10 _ _ key 1 false _"]);
+    assert_eq!(h.push(0, "- 1 7 10"), ["- 7 10 _ _ key 1 false _"]);
     assert!(h.view().is_empty());
 }
 
 #[test]
 fn full_join_pads_both_sides_and_null_keys_never_match() {
     let mut h = Harness::new(JoinType::Full, false);
-    assert_eq!(h.push(1, "+ 5 _ 20"), ["+ _ _ _ 20 key _ 5"]);
-    assert_eq!(h.push(0, "+ 1 _ 10"), ["+ _ 10 _ _ key 1 _"]);
-    assert_eq!(h.push(1, "+ 6 7 21"), ["+ _ _ 7 21 key _ 6"]);
+    assert_eq!(h.push(1, "+ 5 _ 20"), ["+ _ _ _ 20 key false _ true 5"]);
+    assert_eq!(h.push(0, "+ 1 _ 10"), ["+ _ 10 _ _ key true 1 false _"]);
+    assert_eq!(h.push(1, "+ 6 7 21"), ["+ _ _ 7 21 key false _ true 6"]);
     assert_eq!(
         h.push(0, "+ 2 7 11"),
-        ["- _ _ 7 21 key _ 6", "+ 7 11 7 21 key 2 6"]
+        [
+            "- _ _ 7 21 key false _ true 6",
+            "+ 7 11 7 21 key true 2 true 6"
+        ]
     );
     // Deleting NULL-keyed rows retracts their pads (they are kept nowhere).
-    assert_eq!(h.push(0, "- 1 _ 10"), ["- _ 10 _ _ key 1 _"]);
-    assert_eq!(h.push(1, "- 5 _ 20"), ["- _ _ _ 20 key _ 5"]);
-    assert_eq!(h.view(), ["7 11 7 21 key 2 6"]);
+    assert_eq!(h.push(0, "- 1 _ 10"), ["- _ 10 _ _ key true 1 false _"]);
+    assert_eq!(h.push(1, "- 5 _ 20"), ["- _ _ _ 20 key false _ true 5"]);
+    assert_eq!(h.view(), ["7 11 7 21 key true 2 true 6"]);
 }
 
 #[test]
 fn degrees_count_the_residual_predicate() {
     // ON lk = rk AND lv < rv: a right row that fails the predicate is no match.
     let mut h = Harness::new(JoinType::Left, true);
-    assert_eq!(h.push(0, "+ 1 7 10"), ["+ 7 10 _ _ key 1 _"]);
+    assert_eq!(h.push(0, "+ 1 7 10"), ["+ 7 10 _ _ key 1 false _"]);
     assert!(h.push(1, "+ 5 7 5").is_empty());
     assert_eq!(
         h.push(1, "+ 6 7 50"),
-        ["- 7 10 _ _ key 1 _", "+ 7 10 7 50 key 1 6"]
+        ["- 7 10 _ _ key 1 false _", "+ 7 10 7 50 key 1 true 6"]
     );
     assert!(h.push(1, "- 5 7 5").is_empty());
     assert_eq!(
         h.push(1, "- 6 7 50"),
-        ["- 7 10 7 50 key 1 6", "+ 7 10 _ _ key 1 _"]
+        ["- 7 10 7 50 key 1 true 6", "+ 7 10 _ _ key 1 false _"]
     );
 }
 
@@ -274,9 +277,9 @@ fn a_row_deleted_and_inserted_in_one_chunk_keeps_its_order() {
     h.push(0, "+ 1 7 10");
     assert_eq!(
         h.push(0, "- 1 7 10\n+ 1 8 10"),
-        ["- 7 10 _ _ key 1 _", "+ 8 10 8 20 key 1 5"]
+        ["- 7 10 _ _ key 1 false _", "+ 8 10 8 20 key 1 true 5"]
     );
-    assert_eq!(h.view(), ["8 10 8 20 key 1 5"]);
+    assert_eq!(h.view(), ["8 10 8 20 key 1 true 5"]);
 }
 
 #[test]
@@ -310,10 +313,10 @@ fn state_survives_a_restart() {
     assert_eq!(
         h.push(1, "- 5 7 20\n+ 6 8 21"),
         [
-            "- 7 10 7 20 key 1 5",
-            "+ 7 10 _ _ key 1 _",
-            "- 8 11 _ _ key 2 _",
-            "+ 8 11 8 21 key 2 6"
+            "- 7 10 7 20 key true 1 true 5",
+            "+ 7 10 _ _ key true 1 false _",
+            "- 8 11 _ _ key true 2 false _",
+            "+ 8 11 8 21 key true 2 true 6"
         ]
     );
     let stats = h.operator.join_state();
