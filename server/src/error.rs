@@ -160,6 +160,7 @@ fn storage_error(e: &eddy_storage::StorageError) -> ServerError {
         Some(FaultKind::Io) => "58030",
         None => match e {
             eddy_storage::StorageError::Read(_) | eddy_storage::StorageError::Io(_) => "58030",
+            eddy_storage::StorageError::KeyTooLong { .. } => "54000",
             _ => "XX000",
         },
     };

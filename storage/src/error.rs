@@ -32,6 +32,9 @@ pub enum StorageError {
     Format(String),
     #[error("data directory: {0}")]
     Io(#[from] std::io::Error),
+    /// A write whose key is longer than the store takes: the epoch is not committed.
+    #[error("a row key of {bytes} bytes is longer than the store takes ({max} bytes with its 4-byte table prefix): a primary key, GROUP BY or join key value this long cannot be kept", max = crate::keys::MAX_KEY_BYTES)]
+    KeyTooLong { table: crate::TableId, bytes: usize },
 }
 
 impl StorageError {

@@ -276,6 +276,9 @@ fn open_error(path: &Path, error: &fjall::Error) -> StorageError {
 
 impl Store for FjallStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if key.len() > crate::keys::MAX_KEY_BYTES {
+            return Ok(None); // No stored key is that long.
+        }
         let open = self.opened()?;
         let value = open
             .keyspace(space_of_key(key))
@@ -296,6 +299,15 @@ impl Store for FjallStore {
     }
 
     fn commit(&self, batch: EpochBatch) -> Result<()> {
+        if let Some((table, key, _)) = batch
+            .writes()
+            .find(|(_, key, _)| 4 + key.len() > crate::keys::MAX_KEY_BYTES)
+        {
+            return Err(StorageError::KeyTooLong {
+                table,
+                bytes: 4 + key.len(),
+            });
+        }
         self.recover_from_fault()?;
         let seq = self.committed.load(Ordering::SeqCst) + 1;
         let open = self.opened()?;

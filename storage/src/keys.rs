@@ -74,6 +74,9 @@ pub fn state_table_id(id: TableId) -> TableId {
     id | STATE_TABLE_FLAG
 }
 
+/// The longest full store key (table prefix included) the store takes (fjall's limit).
+pub const MAX_KEY_BYTES: usize = u16::MAX as usize;
+
 /// The full store key of `row_key` in `table`.
 pub fn table_key(table: TableId, row_key: &[u8]) -> Vec<u8> {
     let mut key = Vec::with_capacity(4 + row_key.len());

@@ -47,12 +47,22 @@ impl KeyRange {
             full.extend_from_slice(key);
             full
         };
+        // A bound longer than any stored key (the store refuses longer bounds too) is cut to
+        // that length: as no key is longer, keys past a cut start are those past the cut, and
+        // keys before a cut end are those up to the cut, exactly.
+        let max = crate::keys::MAX_KEY_BYTES;
         let start = match &self.start {
+            Bound::Included(key) | Bound::Excluded(key) if 4 + key.len() > max => {
+                Bound::Excluded(full(key)[..max].to_vec())
+            }
             Bound::Included(key) => Bound::Included(full(key)),
             Bound::Excluded(key) => Bound::Excluded(full(key)),
             Bound::Unbounded => Bound::Included(prefix.to_vec()),
         };
         let end = match &self.end {
+            Bound::Included(key) | Bound::Excluded(key) if 4 + key.len() > max => {
+                Bound::Included(full(key)[..max].to_vec())
+            }
             Bound::Included(key) => Bound::Included(full(key)),
             Bound::Excluded(key) => Bound::Excluded(full(key)),
             Bound::Unbounded => match successor(&prefix) {
@@ -146,6 +156,9 @@ impl Snapshot {
             .map(|key| {
                 full.truncate(4);
                 full.extend_from_slice(key);
+                if full.len() > crate::keys::MAX_KEY_BYTES {
+                    return Ok(None); // No stored key is that long.
+                }
                 match &self.inner {
                     SnapshotInner::Fjall { open, snapshot } => {
                         use fjall::Readable;
@@ -252,6 +265,34 @@ mod tests {
             rows(&[("b", "3"), ("bb", "new")])
         );
         assert_eq!(now.get(20, b"d").unwrap(), Some(b"1".to_vec()));
+        // Bounds longer than any stored key answer exactly: "bb" < "c…c" < "d".
+        let long = vec![b'c'; 70_000];
+        for (start, end, expected) in [
+            (
+                Bound::Excluded(long.clone()),
+                Bound::Unbounded,
+                vec![("d", "1"), ("e", "new")],
+            ),
+            (
+                Bound::Included(long.clone()),
+                Bound::Unbounded,
+                vec![("d", "1"), ("e", "new")],
+            ),
+            (
+                Bound::Unbounded,
+                Bound::Included(long.clone()),
+                vec![("b", "3"), ("bb", "new")],
+            ),
+            (
+                Bound::Unbounded,
+                Bound::Excluded(long.clone()),
+                vec![("b", "3"), ("bb", "new")],
+            ),
+        ] {
+            let range = KeyRange { start, end };
+            assert_eq!(now.read_range(20, &range, 10).unwrap(), rows(&expected));
+        }
+        assert_eq!(now.get(20, &long).unwrap(), None);
     }
 
     #[test]

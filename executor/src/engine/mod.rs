@@ -821,11 +821,20 @@ impl Engine {
                     ExecError::Storage(storage) => storage.fault().cloned(),
                     _ => None,
                 };
+                let too_long = match &error {
+                    ExecError::Storage(eddy_storage::StorageError::KeyTooLong { table, bytes }) => {
+                        Some((*table, *bytes))
+                    }
+                    _ => None,
+                };
                 let message = error.to_string();
                 for ack in acks {
-                    ack(Err(match &fault {
-                        Some(fault) => eddy_storage::StorageError::Fault(fault.clone()).into(),
-                        None => ExecError::Internal(format!(
+                    ack(Err(match (&fault, too_long) {
+                        (Some(fault), _) => eddy_storage::StorageError::Fault(fault.clone()).into(),
+                        (None, Some((table, bytes))) => {
+                            eddy_storage::StorageError::KeyTooLong { table, bytes }.into()
+                        }
+                        (None, None) => ExecError::Internal(format!(
                             "the epoch could not be committed: {message}"
                         )),
                     }));
