@@ -27,6 +27,10 @@ pub fn classify(message: &str) -> Option<(&'static str, String)> {
     if let Some(text) = timestamp_beyond_nanoseconds(message) {
         return Some(("22008", text));
     }
+    // An interval of days whose nanoseconds do not fit (a window of 9223372036854775807 days).
+    if message.contains("Unable to represent") && message.contains("days in a signed") {
+        return Some(("22015", "interval field value out of range".into()));
+    }
     if message.contains("Encountered non UTF-8 data") {
         return Some((
             "22021",
