@@ -79,17 +79,26 @@ async fn check_contents(client: &Client, extra: bool) {
     );
 }
 
-#[tokio::test]
-async fn a_sled_directory_of_the_previous_release_is_migrated_and_goes_on() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sled-format-1");
+/// Eddy started on a copy of fixture `name` (in the returned folder's `data`).
+async fn start_on_fixture(name: &str) -> (TempDir, EddyProcess) {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
     let scratch = TempDir::new().unwrap();
     let data = scratch.path().join("data");
     copy_dir(&fixture, &data);
     let config = EddyConfig {
-        data_dir: data.clone(),
+        data_dir: data,
         ..EddyConfig::in_dir(find_eddy_binary().unwrap(), scratch.path())
     };
-    let mut eddy = EddyProcess::start(config).await.unwrap();
+    let eddy = EddyProcess::start(config).await.unwrap();
+    (scratch, eddy)
+}
+
+#[tokio::test]
+async fn a_sled_directory_of_the_previous_release_is_migrated_and_goes_on() {
+    let (scratch, mut eddy) = start_on_fixture("sled-format-1").await;
+    let data = scratch.path().join("data");
     let log = std::fs::read_to_string(eddy.log_file()).unwrap();
     assert!(
         log.contains("migrating the data directory from sled"),
@@ -132,16 +141,7 @@ async fn a_sled_directory_of_the_previous_release_is_migrated_and_goes_on() {
 /// the other views go on.
 #[tokio::test]
 async fn a_view_keyed_by_an_earlier_release_fails_instead_of_answering_wrong() {
-    let fixture =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sled-format-1-outer-join");
-    let scratch = TempDir::new().unwrap();
-    let data = scratch.path().join("data");
-    copy_dir(&fixture, &data);
-    let config = EddyConfig {
-        data_dir: data.clone(),
-        ..EddyConfig::in_dir(find_eddy_binary().unwrap(), scratch.path())
-    };
-    let mut eddy = EddyProcess::start(config).await.unwrap();
+    let (_scratch, mut eddy) = start_on_fixture("sled-format-1-outer-join").await;
     let (client, _driver) = eddy.connect().await.unwrap();
     let error = client
         .simple_query("SELECT * FROM both_entries")
