@@ -199,7 +199,7 @@ impl From<DataFusionError> for ServerError {
         }
         let code = match e.find_root() {
             DataFusionError::External(inner)
-                if inner.is::<crate::function_caps::ValueTooLarge>() =>
+                if inner.is::<crate::pg::functions::caps::ValueTooLarge>() =>
             {
                 return ServerError::new("54000", inner.to_string());
             }

@@ -7,10 +7,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use eddy_executor::EngineHandle;
-use eddy_server::auth::{tls_acceptor, Authentication, Credentials};
-use eddy_server::connection::{self, ConnectionOptions};
 use eddy_server::database::Database;
-use eddy_server::handler::EddyServerHandlers;
+use eddy_server::wire::auth::{tls_acceptor, Authentication, Credentials};
+use eddy_server::wire::connection::{self, ConnectionOptions};
+use eddy_server::wire::handler::EddyServerHandlers;
 use eddy_storage::{FjallStore, Store};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -209,10 +209,10 @@ async fn serve() -> anyhow::Result<()> {
         EddyServerHandlers::with_authentication(db, authentication).with_statement_limits(limits),
     );
     let options = Arc::new(ConnectionOptions::new(tls, args.max_statement_size));
-    let max_connections = eddy_server::file_limit::connections_served(args.max_connections)
+    let max_connections = eddy_server::wire::file_limit::connections_served(args.max_connections)
         .map_err(|e| anyhow::anyhow!(e))?;
     let connections = Arc::new(Semaphore::new(max_connections));
-    let mut backoff = eddy_server::accept_backoff::AcceptBackoff::default();
+    let mut backoff = eddy_server::wire::accept_backoff::AcceptBackoff::default();
     // Refusals are cheap but not free: beyond this many at once, a connection is just closed.
     let refusals = Arc::new(Semaphore::new(64));
 

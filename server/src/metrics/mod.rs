@@ -24,7 +24,7 @@ pub fn registry(engine: &EngineHandle) -> prometheus::Result<Registry> {
     commits.register(&registry)?;
     engine.observe_commits(commits.observer());
     queries::register(&registry)?;
-    crate::failed_logins::register(&registry)?;
+    crate::wire::failed_logins::register(&registry)?;
     registry.register(Box::new(restore::RestoreCollector::new()?))?;
     Ok(registry)
 }

@@ -1,0 +1,11 @@
+//! Postgres' semantics where DataFusion's differ, in the order a statement meets them:
+//! [`ast`] (the SQL text rewritten before planning), [`plan`] (rules over the logical plan),
+//! [`functions`] (the function families Postgres has), [`types`] (values, their text forms
+//! and casts), and Postgres' fixed facts ([`catalog_oids`], [`empty_catalogs`]).
+
+pub mod ast;
+pub mod catalog_oids;
+pub mod empty_catalogs;
+pub mod functions;
+pub mod plan;
+pub mod types;

@@ -1,0 +1,13 @@
+//! Reading stored rows for a query: tables as DataFusion providers ([`provider`]) over key
+//! ranges ([`key_ranges`]) and snapshot scans ([`stored_scan`]), how many full scans run at
+//! once ([`scan_admission`]), each query's memory ([`query_memory`]), its CPU as blocking
+//! sections ([`blocking_polls`]), and the statements running now ([`activity`]).
+
+pub mod activity;
+pub mod blocking_polls;
+pub mod branch_order;
+pub mod key_ranges;
+pub mod provider;
+pub mod query_memory;
+pub mod scan_admission;
+pub mod stored_scan;

@@ -1,0 +1,248 @@
+//! `COPY (SELECT ...) TO STDOUT` and `COPY table TO STDOUT`, in text, CSV or binary.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::sql::sqlparser::ast::{
+    CopyLegacyCsvOption, CopyLegacyOption, CopyOption, CopySource, CopyTarget, Ident, ObjectName,
+    Query, Statement,
+};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use eddy_planner::statement::ParsedStatement;
+use eddy_planner::EddyStatement;
+use futures::stream;
+use pgwire::api::portal::Format;
+use pgwire::api::results::{CopyCsvOptions, CopyEncoder, CopyResponse, CopyTextOptions};
+use pgwire::messages::copy::CopyData;
+
+use crate::database::{Database, Outcome};
+use crate::error::{Result, ServerError};
+
+#[derive(Debug, PartialEq)]
+enum CopyFormat {
+    Text,
+    Csv,
+    Binary,
+}
+
+/// What a `COPY ... TO STDOUT` asked for.
+struct CopySpec {
+    format: CopyFormat,
+    header: bool,
+    delimiter: Option<char>,
+    null: Option<String>,
+    quote: Option<char>,
+    escape: Option<char>,
+}
+
+fn spec(options: &[CopyOption], legacy: &[CopyLegacyOption]) -> Result<CopySpec> {
+    let mut spec = CopySpec {
+        format: CopyFormat::Text,
+        header: false,
+        delimiter: None,
+        null: None,
+        quote: None,
+        escape: None,
+    };
+    for option in options {
+        match option {
+            CopyOption::Format(name) => {
+                spec.format = match name.value.to_ascii_lowercase().as_str() {
+                    "text" => CopyFormat::Text,
+                    "csv" => CopyFormat::Csv,
+                    "binary" => CopyFormat::Binary,
+                    other => {
+                        return Err(ServerError::new(
+                            "22023",
+                            format!("COPY format \"{other}\" not recognized"),
+                        ))
+                    }
+                }
+            }
+            CopyOption::Header(on) => spec.header = *on,
+            CopyOption::Delimiter(c) => spec.delimiter = Some(*c),
+            CopyOption::Null(s) => spec.null = Some(s.clone()),
+            CopyOption::Quote(c) => spec.quote = Some(*c),
+            CopyOption::Escape(c) => spec.escape = Some(*c),
+            CopyOption::Encoding(e) if e.eq_ignore_ascii_case("utf8") => {}
+            other => return Err(ServerError::not_supported(format!("COPY option {other}"))),
+        }
+    }
+    for option in legacy {
+        match option {
+            CopyLegacyOption::Binary => spec.format = CopyFormat::Binary,
+            CopyLegacyOption::Csv(csv) => {
+                spec.format = CopyFormat::Csv;
+                for o in csv {
+                    match o {
+                        CopyLegacyCsvOption::Header => spec.header = true,
+                        CopyLegacyCsvOption::Quote(c) => spec.quote = Some(*c),
+                        CopyLegacyCsvOption::Escape(c) => spec.escape = Some(*c),
+                        other => {
+                            return Err(ServerError::not_supported(format!("COPY option {other}")))
+                        }
+                    }
+                }
+            }
+            CopyLegacyOption::Header => spec.header = true,
+            CopyLegacyOption::Delimiter(c) => spec.delimiter = Some(*c),
+            CopyLegacyOption::Null(s) => spec.null = Some(s.clone()),
+            other => return Err(ServerError::not_supported(format!("COPY option {other}"))),
+        }
+    }
+    if spec.header && spec.format != CopyFormat::Csv {
+        return Err(ServerError::new(
+            "0A000",
+            "COPY HEADER is available only in CSV mode",
+        ));
+    }
+    Ok(spec)
+}
+
+/// `SELECT columns FROM table` for `COPY table [(columns)] TO STDOUT`.
+fn table_query(table_name: &ObjectName, columns: &[Ident]) -> Result<Query> {
+    let columns = if columns.is_empty() {
+        "*".to_string()
+    } else {
+        columns
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    // Built as text and parsed back: simpler and steadier than the AST's constructors.
+    let sql = format!("SELECT {columns} FROM {table_name}");
+    Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(&sql)
+        .and_then(|mut parser| parser.parse_query())
+        .map(|query| *query)
+        .map_err(|e| ServerError::new("42601", e.to_string()))
+}
+
+/// Runs a `COPY ... TO STDOUT` and returns the rows as COPY data.
+pub async fn copy_out(
+    db: &Database,
+    statement: &Statement,
+    metadata: &HashMap<String, String>,
+) -> Result<CopyResponse> {
+    let Statement::Copy {
+        source,
+        to,
+        target,
+        options,
+        legacy_options,
+        ..
+    } = statement
+    else {
+        return Err(ServerError::internal("not a COPY statement"));
+    };
+    if !*to {
+        return Err(ServerError::not_supported(
+            "COPY ... FROM: use INSERT (Eddy's tables are fed by INSERT or a connector)",
+        ));
+    }
+    if *target != CopyTarget::Stdout {
+        return Err(ServerError::not_supported(format!(
+            "COPY TO {target}: only TO STDOUT"
+        )));
+    }
+    let spec = spec(options, legacy_options)?;
+    let query = match source {
+        CopySource::Query(query) => (**query).clone(),
+        CopySource::Table {
+            table_name,
+            columns,
+        } => table_query(table_name, columns)?,
+    };
+    let parsed = ParsedStatement {
+        sql: query.to_string(),
+        statement: EddyStatement::Sql(Box::new(Statement::Query(Box::new(query)))),
+    };
+    let (schema, batches) = match db.execute(&parsed, None).await? {
+        Outcome::Rows { schema, batches } => (schema, batches),
+        Outcome::Stream { schema, stream } => (
+            schema,
+            crate::query::query_memory::collect_within(stream, db.query_memory_limit()).await?,
+        ),
+        Outcome::Command { .. } => {
+            return Err(ServerError::internal("COPY's query returned no rows"))
+        }
+    };
+    let binary = spec.format == CopyFormat::Binary;
+    let format = if binary {
+        Format::UnifiedBinary
+    } else {
+        Format::UnifiedText
+    };
+    let options = crate::session::settings::format_options(metadata);
+    let fields = Arc::new(crate::wire::result_columns::pg_fields(
+        &schema,
+        &format,
+        Some(options.clone()),
+    )?);
+    let mut encoder = match spec.format {
+        CopyFormat::Binary => CopyEncoder::new_binary(fields.clone()),
+        CopyFormat::Text => {
+            let mut options = CopyTextOptions::default();
+            if let Some(c) = spec.delimiter {
+                options.delimiter = c.to_string().into();
+            }
+            if let Some(n) = &spec.null {
+                options.null_string = n.as_str().into();
+            }
+            CopyEncoder::new_text(fields.clone(), options)
+        }
+        CopyFormat::Csv => {
+            let mut options = CopyCsvOptions::default();
+            if let Some(c) = spec.delimiter {
+                options.delimiter = c.to_string().into();
+            }
+            if let Some(n) = &spec.null {
+                options.null_string = n.as_str().into();
+            }
+            if let Some(c) = spec.quote {
+                options.quote = c.to_string().into();
+                options.escape = c.to_string().into();
+            }
+            if let Some(c) = spec.escape {
+                options.escape = c.to_string().into();
+            }
+            CopyEncoder::new_csv(fields.clone(), options)
+        }
+    };
+    // The same values as a query's rows: Postgres' text forms (and binary NUMERIC).
+    let mut data = Vec::new();
+    for batch in &batches {
+        data.extend(crate::wire::encoding::encode_rows(
+            &mut encoder,
+            batch,
+            &fields,
+            &options,
+        )?);
+    }
+    if spec.header {
+        let delimiter = spec.delimiter.unwrap_or(',').to_string();
+        let mut line = schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect::<Vec<_>>()
+            .join(&delimiter)
+            .into_bytes();
+        line.push(b'\n');
+        // One message with the first row, so that the row count stays the number of rows.
+        match data.first_mut() {
+            Some(first) => {
+                line.extend_from_slice(&first.data);
+                *first = CopyData::new(line.into());
+            }
+            None => data.push(CopyData::new(line.into())),
+        }
+    }
+    Ok(CopyResponse::new(
+        if binary { 1 } else { 0 },
+        fields.len(),
+        stream::iter(data.into_iter().map(Ok)),
+    ))
+}
