@@ -198,9 +198,7 @@ impl From<DataFusionError> for ServerError {
             return ServerError::new("42704", &message[at..]);
         }
         let code = match e.find_root() {
-            DataFusionError::External(inner)
-                if inner.is::<crate::pg::functions::caps::ValueTooLarge>() =>
-            {
+            DataFusionError::External(inner) if inner.is::<ValueTooLarge>() => {
                 return ServerError::new("54000", inner.to_string());
             }
             DataFusionError::External(inner) if inner.is::<eddy_storage::StorageError>() => {
@@ -266,6 +264,18 @@ impl From<DataFusionError> for ServerError {
         ServerError::new(code, message)
     }
 }
+
+/// A value (a function call's whole output) over the limit: 54000.
+#[derive(Debug)]
+pub struct ValueTooLarge(pub String);
+
+impl std::fmt::Display for ValueTooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ValueTooLarge {}
 
 #[cfg(test)]
 mod tests {

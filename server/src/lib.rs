@@ -22,6 +22,7 @@
 //! (SQLSTATEs), which every room uses.
 
 pub mod catalogs;
+pub mod context;
 pub mod data_errors;
 pub mod database;
 pub mod demo;

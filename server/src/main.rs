@@ -7,7 +7,6 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use eddy_executor::EngineHandle;
-use eddy_server::database::Database;
 use eddy_server::wire::auth::{tls_acceptor, Authentication, Credentials};
 use eddy_server::wire::connection::{self, ConnectionOptions};
 use eddy_server::wire::handler::EddyServerHandlers;
@@ -142,7 +141,7 @@ async fn serve() -> anyhow::Result<()> {
     let restoring = std::time::Instant::now();
     let engine = EngineHandle::start(store.clone(), args.checkpoint_interval)?;
     engine.set_state_budget(args.view_state_memory_limit, args.state_memory_limit);
-    let db = Database::open(store, engine.clone())
+    let db = eddy_server::context::open_database(store, engine.clone())
         .await
         .map_err(|e| anyhow::anyhow!("cannot restore the catalog: {e}"))?;
     eddy_server::restore::record(eddy_server::restore::RestoreReport {

@@ -10,13 +10,15 @@ use std::time::Duration;
 
 use datafusion::arrow::array::AsArray;
 use eddy_executor::EngineHandle;
-use eddy_server::database::{Database, Outcome};
+use eddy_server::database::Outcome;
 use eddy_storage::{MemStore, Store};
 
 async fn explain(sql: &str) -> String {
     let store: Arc<dyn Store> = Arc::new(MemStore::default());
     let engine = EngineHandle::start(store.clone(), Duration::from_millis(50)).unwrap();
-    let db = Database::open(store, engine.clone()).await.unwrap();
+    let db = eddy_server::context::open_database(store, engine.clone())
+        .await
+        .unwrap();
     let outcomes = db.execute_sql(sql).await.unwrap();
     engine.shutdown().await.unwrap();
     let Some(Outcome::Rows { batches, .. }) = outcomes.into_iter().last() else {

@@ -546,3 +546,64 @@ async fn catalog_functions_and_information_schema() {
     .await;
     assert_eq!(row, [Some("t".to_string()), Some("f".to_string())]);
 }
+
+/// Statements sent in one Query string run as Postgres runs them: `BEGIN` opens a block the
+/// statements after it are in; without it, several statements form an implicit block, whose
+/// cursors close at the end of the string.
+#[tokio::test]
+async fn a_transaction_block_inside_one_query_string() {
+    use tokio_postgres::SimpleQueryMessage;
+    let eddy = EddyProcess::start_fresh().await.expect("start eddy");
+    let (client, _conn) = eddy.connect().await.expect("connect");
+    client
+        .batch_execute("CREATE TABLE t (a INT PRIMARY KEY); INSERT INTO t VALUES (1), (2), (3)")
+        .await
+        .unwrap();
+    let fetched = |messages: Vec<SimpleQueryMessage>| -> Vec<String> {
+        messages
+            .into_iter()
+            .filter_map(|m| match m {
+                SimpleQueryMessage::Row(row) => row.get(0).map(str::to_string),
+                _ => None,
+            })
+            .collect()
+    };
+    let explicit = client
+        .simple_query(
+            "BEGIN; DECLARE c CURSOR FOR SELECT a FROM t ORDER BY a; FETCH 2 FROM c; CLOSE c; COMMIT",
+        )
+        .await
+        .expect("a cursor inside BEGIN ... COMMIT of one string");
+    assert_eq!(fetched(explicit), ["1", "2"]);
+    // Implicit: no BEGIN, several statements.
+    let implicit = client
+        .simple_query(
+            "DECLARE d CURSOR FOR SELECT a FROM t ORDER BY a; FETCH 1 FROM d; FETCH 1 FROM d",
+        )
+        .await
+        .expect("a cursor in an implicit block");
+    assert_eq!(fetched(implicit), ["1", "2"]);
+    // The implicit block ended with its string, and closed its cursor.
+    let closed = client.simple_query("FETCH 1 FROM d").await.unwrap_err();
+    assert_eq!(closed.code().map(|c| c.code()), Some("34000"), "{closed}");
+    // One statement alone is in no block.
+    let alone = client
+        .simple_query("DECLARE e CURSOR FOR SELECT a FROM t")
+        .await
+        .unwrap_err();
+    assert_eq!(alone.code().map(|c| c.code()), Some("25P01"), "{alone}");
+    // A block left open by one string goes on in the next.
+    client
+        .simple_query("BEGIN; DECLARE f CURSOR FOR SELECT a FROM t ORDER BY a")
+        .await
+        .unwrap();
+    let next = client.simple_query("FETCH 3 FROM f").await.unwrap();
+    assert_eq!(fetched(next), ["1", "2", "3"]);
+    client.simple_query("COMMIT").await.unwrap();
+    let committed = client.simple_query("FETCH 1 FROM f").await.unwrap_err();
+    assert_eq!(
+        committed.code().map(|c| c.code()),
+        Some("34000"),
+        "{committed}"
+    );
+}

@@ -11,6 +11,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::catalog::{MemTable, SchemaProvider, TableProvider};
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::context::SessionContext;
 use eddy_executor::engine::StoredDeadLetter;
 use eddy_executor::table::LateRow;
 use eddy_executor::view_errors::StoredViewError;
@@ -29,6 +30,24 @@ const TABLES: &[&str] = &[
     "tables",
     "view_errors",
 ];
+
+/// `eddy_catalog` in the default catalog.
+pub fn register(
+    ctx: &SessionContext,
+    engine: &EngineHandle,
+    store: &Arc<dyn Store>,
+) -> crate::error::Result<()> {
+    let catalog = ctx
+        .catalog(crate::database::DATABASE)
+        .ok_or_else(|| crate::error::ServerError::internal("default catalog missing"))?;
+    catalog
+        .register_schema(
+            crate::catalogs::eddy_extension::SCHEMA,
+            Arc::new(SystemSchema::new(engine.clone(), store.clone())),
+        )
+        .map_err(crate::error::ServerError::from)?;
+    Ok(())
+}
 
 pub struct SystemSchema {
     engine: EngineHandle,

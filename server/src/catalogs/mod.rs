@@ -7,3 +7,18 @@ pub mod eddy_catalog;
 pub mod eddy_extension;
 pub mod information_schema;
 pub mod pg_catalog;
+
+use std::sync::Arc;
+
+use crate::database::Database;
+use crate::error::Result;
+
+/// `pg_catalog`'s tables and the functions that read the database's objects.
+pub fn install(db: &Arc<Database>) -> Result<()> {
+    pg_catalog::install(db)
+}
+
+/// `information_schema`, once every function is registered (see [`crate::context`]).
+pub fn finish(db: &Arc<Database>) -> Result<()> {
+    pg_catalog::finish(db)
+}

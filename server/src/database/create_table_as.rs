@@ -13,7 +13,7 @@ use crate::error::{Result, ServerError};
 /// The SQL type of a column of the query's result.
 fn sql_type(field: &Field) -> Result<String> {
     // A quotient's digits vary per value: its column is an unconstrained numeric, as in Postgres.
-    if crate::pg::functions::numeric_division::quotient_least_scale(field).is_some() {
+    if crate::pg::types::numeric_division::quotient_least_scale(field).is_some() {
         return Ok("NUMERIC".into());
     }
     Ok(match field.data_type() {

@@ -18,7 +18,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::TableProvider;
 use datafusion::common::{DFSchema, ParamValues, TableReference};
 use datafusion::datasource::TableType;
-use datafusion::execution::context::{SessionConfig, SessionContext};
+use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::{DdlStatement, DmlStatement, Expr, LogicalPlan, WriteOp};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::sql::parser::Statement as DfStatement;
@@ -27,13 +27,9 @@ use eddy_executor::engine::Restore;
 use eddy_executor::{EngineHandle, TableDef, TableKey};
 use eddy_planner::statement::{parse_statements, ParsedStatement};
 use eddy_planner::window::{interval_micros, TableLookup};
-use eddy_planner::{
-    EddyStatement, SessionPartitionRule, SourceInfo, WatermarkDef, WindowFunction,
-    WindowTableFunction,
-};
+use eddy_planner::{EddyStatement, SourceInfo, WatermarkDef};
 use eddy_storage::{CatalogEntry, ObjectKind, Store, TableId};
 
-use crate::catalogs::eddy_catalog::SystemSchema;
 use crate::error::{Result, ServerError};
 use crate::query::provider::StoredTable;
 
@@ -102,7 +98,7 @@ pub struct Database {
     /// What each view (plain or materialized) reads, by the view's name.
     pub(crate) reads: RwLock<HashMap<String, Vec<String>>>,
     /// The indexes of tables and views.
-    pub(crate) indexes: Arc<crate::database::indexes::IndexRegistry>,
+    pub(crate) indexes: Arc<crate::query::indexes::IndexRegistry>,
     /// Permits for full scans (see `scan_admission`).
     pub(crate) scans: Arc<crate::query::scan_admission::ScanAdmission>,
     /// The memory one query may use (`--query-memory-limit`), shared with the checked
@@ -110,80 +106,38 @@ pub struct Database {
     query_memory_limit: Arc<std::sync::atomic::AtomicUsize>,
 }
 
+/// The DataFusion session a database plans in, as [`crate::context`] assembles it.
+pub struct PlanningSession {
+    pub ctx: SessionContext,
+    /// The tables window functions (`TUMBLE(t, ...)`) read, by name.
+    pub window_tables: TableLookup,
+    /// `--query-memory-limit`, read by each query and by the functions that allocate.
+    pub query_memory_limit: Arc<std::sync::atomic::AtomicUsize>,
+}
+
 pub const DATABASE: &str = "dev";
 pub const SCHEMA: &str = "public";
 
 impl Database {
-    /// Builds the SQL context and brings back every object in the catalog.
-    pub async fn open(store: Arc<dyn Store>, engine: EngineHandle) -> Result<Arc<Self>> {
-        let config = SessionConfig::new()
-            .with_default_catalog_and_schema(DATABASE, SCHEMA)
-            .with_information_schema(true)
-            .set_bool("datafusion.sql_parser.map_string_types_to_utf8view", false)
-            // `1.5` is a NUMERIC literal in Postgres, never a float that rounds.
-            .set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
-            // now() is an instant (timestamptz), shown in the session's TimeZone.
-            .set_str("datafusion.execution.time_zone", "+00:00");
-        let ctx = SessionContext::new_with_config(config);
-        let window_tables: TableLookup = Arc::new(RwLock::new(HashMap::new()));
-        for function in WindowFunction::ALL {
-            let upper = function.name();
-            let mut capitalized = upper[..1].to_string();
-            capitalized.push_str(&upper[1..].to_lowercase());
-            for name in [upper.to_lowercase(), upper.to_string(), capitalized] {
-                let udtf = WindowTableFunction::new(function, window_tables.clone());
-                ctx.register_udtf(&name, Arc::new(udtf));
-            }
-        }
-        // Temporal and ASOF joins' markers (see eddy_planner::temporal_joins).
-        for marker in eddy_planner::temporal_joins::JoinMarker::all() {
-            ctx.register_udf(marker);
-        }
-        // PROCTIME(), and the marker a view's now() becomes (see eddy_planner::wall_clock).
-        for function in eddy_planner::wall_clock::WallClockFunction::all() {
-            ctx.register_udf(function);
-        }
-        // Sessions are kept apart by the GROUP BY keys, in batch as in views.
-        ctx.add_analyzer_rule(Arc::new(SessionPartitionRule));
-        let query_memory_limit = Arc::new(std::sync::atomic::AtomicUsize::new(
-            crate::query::query_memory::DEFAULT_QUERY_MEMORY_LIMIT,
-        ));
-        crate::pg::functions::caps::install(&ctx, query_memory_limit.clone())?;
-        crate::pg::plan::operator_types::install(&ctx);
-        crate::pg::plan::checked_arithmetic::install(&ctx);
-        crate::pg::plan::integer_casts::install(&ctx);
-        crate::pg::functions::extract::install(&ctx);
-        crate::pg::types::interval_input::install(&ctx);
-        crate::pg::types::session_time_zone::install(&ctx);
-        crate::pg::plan::similar_to::install(&ctx);
-        crate::pg::plan::interval_order::install(&ctx);
-        crate::pg::functions::numeric_division::install(&ctx).map_err(ServerError::from)?;
-        crate::pg::plan::quotient_markings::install(&ctx);
-        crate::pg::plan::using_joins::install(&ctx);
-        let catalog = ctx
-            .catalog(DATABASE)
-            .ok_or_else(|| ServerError::internal("default catalog missing"))?;
-        catalog
-            .register_schema(
-                crate::catalogs::eddy_extension::SCHEMA,
-                Arc::new(SystemSchema::new(engine.clone(), store.clone())),
-            )
-            .map_err(ServerError::from)?;
-        let db = Arc::new(Self {
-            ctx,
+    /// The database over `store` and `engine`, planning in `session` (see
+    /// [`crate::context`]); its objects come back with [`Database::restore`].
+    pub fn new(session: PlanningSession, store: Arc<dyn Store>, engine: EngineHandle) -> Arc<Self> {
+        Arc::new(Self {
+            ctx: session.ctx,
             engine,
             store,
             objects: RwLock::new(BTreeMap::new()),
-            window_tables,
+            window_tables: session.window_tables,
             reads: RwLock::new(HashMap::new()),
             indexes: Arc::default(),
             scans: Arc::default(),
-            query_memory_limit,
-        });
-        // Before the restore: stored statements may use the Postgres types it adds (JSONB).
-        crate::catalogs::pg_catalog::install(&db)?;
-        db.restore_catalog().await?;
-        Ok(db)
+            query_memory_limit: session.query_memory_limit,
+        })
+    }
+
+    /// Brings back every object in the catalog.
+    pub async fn restore(&self) -> Result<()> {
+        self.restore_catalog().await
     }
 
     /// Brings back every object in creation order. A view whose query names an object
@@ -492,7 +446,7 @@ impl Database {
         let plan = crate::pg::ast::decimal_literals::rescale_exponent_literals(plan)?;
         let plan = crate::pg::ast::int_literals::narrow_integer_literals(plan)?;
         let plan = crate::pg::types::interval_input::type_text_compared_with_intervals(plan)?;
-        let plan = crate::pg::types::casts::as_postgres_casts(plan)?;
+        let plan = crate::pg::plan::casts::as_postgres_casts(plan)?;
         let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(create)) = plan else {
             return Err(ServerError::not_supported("this form of CREATE TABLE"));
         };
@@ -642,7 +596,7 @@ impl Database {
         let plan = crate::pg::ast::decimal_literals::rescale_exponent_literals(plan)?;
         let plan = crate::pg::ast::int_literals::narrow_integer_literals(plan)?;
         let plan = crate::pg::types::interval_input::type_text_compared_with_intervals(plan)?;
-        let plan = crate::pg::types::casts::as_postgres_casts(plan)?;
+        let plan = crate::pg::plan::casts::as_postgres_casts(plan)?;
         let plan = crate::pg::plan::oid_markings::mark_case_results(plan)?;
         let plan = match output_names {
             Some(names) => crate::pg::ast::output_names::with_output_names(plan, &names)?,

@@ -319,8 +319,8 @@ fn check_replacement(old: &SchemaRef, new: &SchemaRef) -> Result<()> {
                 format!(
                     "cannot change data type of view column \"{}\" from {} to {}",
                     old.name(),
-                    crate::pg::functions::type_of::pg_type_name(old.data_type()),
-                    crate::pg::functions::type_of::pg_type_name(new.data_type())
+                    crate::pg::types::names::pg_type_name(old.data_type()),
+                    crate::pg::types::names::pg_type_name(new.data_type())
                 ),
             ));
         }

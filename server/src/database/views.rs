@@ -115,7 +115,7 @@ impl Database {
             ))))
             .await?;
         let plan = crate::pg::ast::decimal_literals::rescale_exponent_literals(plan)?;
-        let plan = crate::pg::types::casts::as_postgres_casts(plan)?;
+        let plan = crate::pg::plan::casts::as_postgres_casts(plan)?;
         let plan = eddy_planner::distinct_on::distinct_on_as_rank(plan)?;
         // Before the optimizer folds now() into the time of this statement.
         let plan = eddy_planner::wall_clock::mark_now(plan)?;

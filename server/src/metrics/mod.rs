@@ -4,12 +4,14 @@
 //!   `eddy_catalog` shows (nothing is computed twice).
 //! - [`commits`]: each epoch commit's duration and bytes, as the engine reports them.
 //! - [`restore`]: how long this start took to restore the data directory.
+//! - [`logins`]: failed logins, by reason.
 //! - [`queries`]: statements run, their latency, errors by SQLSTATE, open connections.
 //! - [`http`]: the `/metrics` endpoint.
 
 pub mod commits;
 pub mod engine;
 pub mod http;
+pub mod logins;
 pub mod queries;
 pub mod restore;
 
@@ -24,7 +26,7 @@ pub fn registry(engine: &EngineHandle) -> prometheus::Result<Registry> {
     commits.register(&registry)?;
     engine.observe_commits(commits.observer());
     queries::register(&registry)?;
-    crate::wire::failed_logins::register(&registry)?;
+    logins::register(&registry)?;
     registry.register(Box::new(restore::RestoreCollector::new()?))?;
     Ok(registry)
 }

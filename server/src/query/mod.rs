@@ -1,4 +1,4 @@
-//! Reading stored rows for a query: tables as DataFusion providers ([`provider`]) over key
+//! Reading stored rows for a query: the indexes reads can use ([`indexes`]), tables as DataFusion providers ([`provider`]) over key
 //! ranges ([`key_ranges`]) and snapshot scans ([`stored_scan`]), how many full scans run at
 //! once ([`scan_admission`]), each query's memory ([`query_memory`]), its CPU as blocking
 //! sections ([`blocking_polls`]), and the statements running now ([`activity`]).
@@ -6,6 +6,7 @@
 pub mod activity;
 pub mod blocking_polls;
 pub mod branch_order;
+pub mod indexes;
 pub mod key_ranges;
 pub mod provider;
 pub mod query_memory;

@@ -46,7 +46,7 @@ pub struct StoredTable {
     key: Option<(KeyLayout, Arc<RowCodec>)>,
     table_type: TableType,
     /// The server's indexes, of which those on these rows serve reads.
-    indexes: Option<Arc<crate::database::indexes::IndexRegistry>>,
+    indexes: Option<Arc<crate::query::indexes::IndexRegistry>>,
     /// For a view: its name and how to learn whether it failed.
     failure: Option<(String, FailureCheck)>,
     /// Where full scans wait for their turn.
@@ -102,7 +102,7 @@ impl StoredTable {
     }
 
     /// Lets reads use the indexes of these rows.
-    pub fn with_indexes(mut self, indexes: Arc<crate::database::indexes::IndexRegistry>) -> Self {
+    pub fn with_indexes(mut self, indexes: Arc<crate::query::indexes::IndexRegistry>) -> Self {
         self.indexes = Some(indexes);
         self
     }

@@ -48,7 +48,7 @@ fn prepared<C: ClientInfo>(client: &C) -> Arc<SqlPrepared> {
 
 /// Runs `PREPARE`: parses and describes the statement once, as the protocol's Parse does.
 pub async fn prepare<C: ClientInfo>(
-    parser: &crate::wire::handler::EddyQueryParser,
+    shapes: &crate::session::statement_shape::StatementShapes,
     client: &C,
     parsed: &ParsedStatement,
     statement: &Statement,
@@ -60,7 +60,7 @@ pub async fn prepare<C: ClientInfo>(
     if exists(client, &name) {
         return Err(taken(&name));
     }
-    let mut inner = parser.parse(prepared_text(&parsed.sql)?)?;
+    let mut inner = shapes.parse(prepared_text(&parsed.sql)?)?;
     if inner.len() != 1 {
         return Err(ServerError::new(
             "42601",
@@ -70,7 +70,7 @@ pub async fn prepare<C: ClientInfo>(
     let inner = crate::pg::ast::rewrite_for_datafusion(inner.remove(0));
     let inferred = match &inner.statement {
         EddyStatement::Fetch(_) => vec![],
-        _ => parser.describe(&inner).await?.0,
+        _ => shapes.describe(&inner).await?.0,
     };
     let inferred: Vec<Option<DataType>> = inferred
         .into_iter()

@@ -78,7 +78,7 @@ impl NoopStartupHandler for Trust {
         client
             .feed(PgWireBackendMessage::ParameterStatus(ParameterStatus::new(
                 "server_version".to_string(),
-                crate::session::settings::SERVER_VERSION.to_string(),
+                crate::pg::settings::SERVER_VERSION.to_string(),
             )))
             .await?;
         Ok(())
@@ -88,7 +88,7 @@ impl NoopStartupHandler for Trust {
 /// The parameters announced at startup, with Eddy's Postgres version.
 fn server_parameters() -> DefaultServerParameterProvider {
     let mut parameters = DefaultServerParameterProvider::default();
-    parameters.server_version = crate::session::settings::SERVER_VERSION.to_string();
+    parameters.server_version = crate::pg::settings::SERVER_VERSION.to_string();
     parameters
 }
 

@@ -9,7 +9,6 @@ use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use pgwire::error::PgWireError;
-use prometheus::{IntCounterVec, Opts, Registry};
 
 /// Log lines of failed logins per interval, at most.
 pub const LINES_PER_INTERVAL: u32 = 20;
@@ -48,30 +47,6 @@ impl Reason {
     }
 }
 
-static FAILURES: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    IntCounterVec::new(
-        Opts::new(
-            "eddy_login_failures_total",
-            "Failed logins, by reason (password, mechanism, protocol, timeout)",
-        ),
-        &["reason"],
-    )
-    .expect("valid metric")
-});
-
-pub fn register(registry: &Registry) -> prometheus::Result<()> {
-    // Every reason shows from the start, at 0.
-    for reason in [
-        Reason::Password,
-        Reason::Mechanism,
-        Reason::Protocol,
-        Reason::Timeout,
-    ] {
-        FAILURES.with_label_values(&[reason.as_str()]);
-    }
-    registry.register(Box::new(FAILURES.clone()))
-}
-
 /// Lines logged in the current interval, and failures left out of the log.
 struct LogWindow {
     started: Instant,
@@ -90,7 +65,7 @@ static WINDOW: LazyLock<Mutex<LogWindow>> = LazyLock::new(|| {
 /// Counts a failed login from `peer` as `user`, and logs it unless this interval's lines are
 /// spent.
 pub fn record(peer: SocketAddr, user: &str, reason: Reason) {
-    FAILURES.with_label_values(&[reason.as_str()]).inc();
+    crate::metrics::logins::failed(reason.as_str());
     let mut window = WINDOW.lock().unwrap_or_else(|e| e.into_inner());
     if window.started.elapsed() >= INTERVAL {
         if window.left_out > 0 {

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use arrow_pg::datatypes::into_pg_type;
 use async_trait::async_trait;
-use datafusion::arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, FieldRef, SchemaRef};
 use datafusion::common::ParamValues;
 use datafusion::sql::sqlparser::ast::Statement;
 use eddy_planner::limits::StatementLimits;
-use eddy_planner::statement::{parse_statements_within, ParsedStatement};
+use eddy_planner::statement::ParsedStatement;
 use eddy_planner::EddyStatement;
 use futures::{stream, Sink, SinkExt};
 use pgwire::api::auth::StartupHandler;
@@ -31,7 +31,9 @@ use crate::database::{Database, Outcome};
 use crate::error::ServerError;
 use crate::pg::ast::rewrite_for_datafusion;
 use crate::pg::types::session_time_zone;
-use crate::session::{cursors, protocol_statements, settings};
+use crate::session::statement_shape::StatementShapes;
+use crate::session::transactions::QueryBlock;
+use crate::session::{cursors, settings, Answer};
 use crate::wire::auth::Authentication;
 use crate::wire::{copy, encoding};
 
@@ -49,7 +51,6 @@ pub struct PreparedStatement {
 pub struct EddyHandler {
     db: Arc<Database>,
     parser: Arc<EddyQueryParser>,
-    limits: StatementLimits,
 }
 
 impl EddyHandler {
@@ -61,11 +62,9 @@ impl EddyHandler {
     pub fn with_limits(db: Arc<Database>, limits: StatementLimits) -> Self {
         Self {
             parser: Arc::new(EddyQueryParser {
-                db: db.clone(),
-                limits,
+                shapes: StatementShapes::new(db.clone(), limits),
             }),
             db,
-            limits,
         }
     }
 }
@@ -101,65 +100,23 @@ impl EddyHandler {
             }
             _ => (parsed, params),
         };
-        if let EddyStatement::Fetch(fetch) = &parsed.statement {
+        if let Some(answer) =
+            crate::session::answer(&self.parser.shapes, &self.db, client, parsed).await
+        {
             let options = settings::format_options(client.metadata());
-            return match cursors::fetch(client, fetch).await {
-                Ok((outcome, true)) => to_response(outcome, &Format::UnifiedBinary, options, None),
-                Ok((outcome, false)) => to_response(outcome, format, options, None),
+            return match answer {
+                Ok(Answer { outcome, binary }) => {
+                    let format = if binary {
+                        &Format::UnifiedBinary
+                    } else {
+                        format
+                    };
+                    to_response(outcome, format, options, None)
+                }
                 Err(e) => error(e),
             };
         }
         if let EddyStatement::Sql(statement) = &parsed.statement {
-            let answered = match statement.as_ref() {
-                Statement::Prepare { .. } => Some(
-                    crate::session::sql_prepare::prepare(&self.parser, client, parsed, statement)
-                        .await,
-                ),
-                Statement::Lock(lock) => Some(protocol_statements::lock(&self.db, client, lock)),
-                _ => None,
-            };
-            if let Some(answer) = answered {
-                let options = settings::format_options(client.metadata());
-                return match answer {
-                    Ok(outcome) => to_response(outcome, format, options, None),
-                    Err(e) => error(e),
-                };
-            }
-            if protocol_statements::is_protocol_statement(statement) {
-                return match protocol_statements::execute(client, statement) {
-                    Ok(outcome) => to_response(
-                        outcome,
-                        format,
-                        settings::format_options(client.metadata()),
-                        None,
-                    ),
-                    Err(e) => error(e),
-                };
-            }
-            if cursors::is_cursor_statement(statement) {
-                let zone = settings::setting(client.metadata(), "timezone");
-                let declared = cursors::execute(&self.db, client, statement);
-                return match session_time_zone::within(zone, declared).await {
-                    Ok(outcome) => to_response(
-                        outcome,
-                        format,
-                        settings::format_options(client.metadata()),
-                        None,
-                    ),
-                    Err(e) => error(e),
-                };
-            }
-            if settings::is_session_statement(statement) {
-                return match settings::execute(client.metadata_mut(), statement) {
-                    Ok(outcome) => to_response(
-                        outcome,
-                        format,
-                        settings::format_options(client.metadata()),
-                        None,
-                    ),
-                    Err(e) => error(e),
-                };
-            }
             if matches!(statement.as_ref(), Statement::Copy { .. }) {
                 let zone = settings::setting(client.metadata(), "timezone");
                 let copy = copy::copy_out(&self.db, statement, client.metadata());
@@ -296,7 +253,8 @@ impl SimpleQueryHandler for EddyHandler {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let timeout = settings::statement_timeout(client.metadata());
-        let statements = match crate::wire::client_parse::parse(query, self.limits, timeout).await {
+        let limits = self.parser.shapes.limits();
+        let statements = match crate::wire::client_parse::parse(query, limits, timeout).await {
             Ok(statements) => statements,
             Err(e) => {
                 let info = e.into_error_info();
@@ -308,6 +266,7 @@ impl SimpleQueryHandler for EddyHandler {
             return Ok(vec![Response::EmptyQuery]);
         }
         let mut responses = Vec::with_capacity(statements.len());
+        let mut block = QueryBlock::open(client, statements.len());
         // Like Postgres, the first failing statement ends the query string.
         for statement in statements {
             let statement = rewrite_for_datafusion(statement);
@@ -318,19 +277,20 @@ impl SimpleQueryHandler for EddyHandler {
                 &Format::UnifiedText,
             ))
             .await?;
+            block.after(client, &response);
             let failed = matches!(response, Response::Error(_));
             responses.push(response);
             if failed {
                 break;
             }
         }
+        block.close(client).await;
         Ok(responses)
     }
 }
 
 pub struct EddyQueryParser {
-    db: Arc<Database>,
-    limits: StatementLimits,
+    shapes: StatementShapes,
 }
 
 #[async_trait]
@@ -347,7 +307,7 @@ impl QueryParser for EddyQueryParser {
         C: ClientInfo + Unpin + Send + Sync,
     {
         let timeout = settings::statement_timeout(client.metadata());
-        let mut statements = crate::wire::client_parse::parse(sql, self.limits, timeout)
+        let mut statements = crate::wire::client_parse::parse(sql, self.shapes.limits(), timeout)
             .await
             .map_err(ServerError::into_pgwire)?;
         if statements.len() > 1 {
@@ -364,6 +324,7 @@ impl QueryParser for EddyQueryParser {
         let (parameter_types, schema) = match &parsed.statement {
             EddyStatement::Fetch(fetch) => (vec![], cursors::fetch_schema(client, fetch)),
             _ => self
+                .shapes
                 .describe(&parsed)
                 .await
                 .map_err(ServerError::into_pgwire)?,
@@ -412,113 +373,6 @@ impl QueryParser for EddyQueryParser {
                 )
             }
             None => Ok(vec![]),
-        }
-    }
-}
-
-impl EddyQueryParser {
-    /// Parses statements within the server's limits.
-    pub(crate) fn parse(&self, sql: &str) -> Result<Vec<ParsedStatement>, ServerError> {
-        Ok(parse_statements_within(sql, &self.limits)?)
-    }
-
-    /// Parameter types and result columns of a statement, planned without running it.
-    pub(crate) async fn describe(
-        &self,
-        parsed: &ParsedStatement,
-    ) -> Result<(Vec<Option<FieldRef>>, Option<SchemaRef>), ServerError> {
-        let statement = match &parsed.statement {
-            EddyStatement::Sql(statement) => statement,
-            EddyStatement::ShowTables
-            | EddyStatement::ShowMaterializedViews
-            | EddyStatement::ShowSources => {
-                let schema = Schema::new(vec![datafusion::arrow::datatypes::Field::new(
-                    "Name",
-                    DataType::Utf8,
-                    false,
-                )]);
-                return Ok((vec![], Some(Arc::new(schema))));
-            }
-            EddyStatement::ExplainView(_) => {
-                return Ok((vec![], Some(crate::database::views::explain_schema())));
-            }
-            _ => return Ok((vec![], None)),
-        };
-        if settings::is_session_statement(statement) {
-            return Ok((vec![], settings::result_schema(statement)));
-        }
-        if cursors::is_cursor_statement(statement)
-            || protocol_statements::is_protocol_statement(statement)
-        {
-            return Ok((vec![], None));
-        }
-        if matches!(
-            statement.as_ref(),
-            Statement::StartTransaction { .. }
-                | Statement::Commit { .. }
-                | Statement::Rollback { .. }
-                | Statement::Copy { .. }
-                | Statement::Prepare { .. }
-                | Statement::Execute { .. }
-                | Statement::Lock(_)
-        ) {
-            return Ok((vec![], None));
-        }
-        let plan = self.db.plan_statement(statement, None).await?;
-        let types = plan.get_parameter_fields()?;
-        let mut positional: Vec<(usize, Option<FieldRef>)> = types
-            .into_iter()
-            .filter_map(|(name, t)| {
-                name.trim_start_matches('$')
-                    .parse::<usize>()
-                    .ok()
-                    .map(|i| (i, t))
-            })
-            .collect();
-        positional.sort_by_key(|(i, _)| *i);
-        let count = positional.last().map_or(0, |(i, _)| *i);
-        let mut parameter_types = vec![None; count];
-        for (i, t) in positional {
-            parameter_types[i - 1] = t;
-        }
-        // `$1::int8`: DataFusion leaves a cast parameter untyped; Postgres types it by the cast.
-        for (i, sql_type) in cast_parameters(statement) {
-            if let Some(slot @ None) = parameter_types.get_mut(i.wrapping_sub(1)) {
-                let expr = self.db.ctx.state().create_logical_expr(
-                    &format!("CAST(NULL AS {sql_type})"),
-                    &datafusion::common::DFSchema::empty(),
-                );
-                if let Ok(expr) = expr {
-                    if let Ok((_, field)) = datafusion::logical_expr::ExprSchemable::to_field(
-                        &expr,
-                        &datafusion::common::DFSchema::empty(),
-                    ) {
-                        *slot = Some(field);
-                    }
-                }
-            }
-        }
-        let schema = match &plan {
-            datafusion::logical_expr::LogicalPlan::Dml(_) => None,
-            plan => Some(Arc::new(self.analyzed_schema(plan))),
-        };
-        Ok((parameter_types, schema))
-    }
-
-    /// The result columns as the query runs them: the analyzer's rewrites set some types
-    /// (`avg` of integers is a numeric, not DataFusion's float). A plan the analyzer cannot
-    /// take before its parameters are bound keeps the planned types.
-    fn analyzed_schema(&self, plan: &datafusion::logical_expr::LogicalPlan) -> Schema {
-        let state = self.db.ctx.state();
-        let analyzed =
-            state
-                .analyzer()
-                .execute_and_check(plan.clone(), state.config_options(), |_, _| {});
-        match analyzed {
-            Ok(analyzed) if analyzed.schema().fields().len() == plan.schema().fields().len() => {
-                analyzed.schema().as_arrow().clone()
-            }
-            _ => plan.schema().as_arrow().clone(),
         }
     }
 }
@@ -612,30 +466,6 @@ impl ExtendedQueryHandler for EddyHandler {
         ))
         .await
     }
-}
-
-/// `(n, type)` for each `CAST($n AS type)` (or `$n::type`) in a statement.
-fn cast_parameters(statement: &Statement) -> Vec<(usize, String)> {
-    use datafusion::sql::sqlparser::ast::{visit_expressions, Expr, Value};
-    let mut found = Vec::new();
-    let _ = visit_expressions(statement, |expr| {
-        if let Expr::Cast {
-            expr: inner,
-            data_type,
-            ..
-        } = expr
-        {
-            if let Expr::Value(value) = inner.as_ref() {
-                if let Value::Placeholder(name) = &value.value {
-                    if let Ok(n) = name.trim_start_matches('$').parse::<usize>() {
-                        found.push((n, data_type.to_string()));
-                    }
-                }
-            }
-        }
-        std::ops::ControlFlow::<()>::Continue(())
-    });
-    found
 }
 
 /// Builds the handlers for each connection.

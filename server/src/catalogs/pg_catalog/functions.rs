@@ -8,19 +8,14 @@ use std::sync::{Arc, Weak};
 
 use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Int32Array, StringArray};
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::context::SessionContext;
-use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
-    Volatility,
-};
 use eddy_planner::statement::parse_statements;
 use eddy_planner::EddyStatement;
 
 use crate::catalogs::pg_catalog::RelationOids;
 use crate::database::Database;
-use crate::session::settings;
+use crate::pg::functions::{function, int_arg, text_arg, texts};
 
 /// Every view, plain or materialized, by name: (name, its query, whether it is materialized).
 pub(crate) fn view_definitions(db: &Database) -> Vec<(String, Option<String>, bool)> {
@@ -44,120 +39,10 @@ pub(crate) fn view_definitions(db: &Database) -> Vec<(String, Option<String>, bo
 pub fn version_string() -> String {
     format!(
         "PostgreSQL {} (Eddy {}) on {}-linux, a streaming SQL database",
-        settings::SERVER_VERSION,
+        crate::pg::settings::SERVER_VERSION,
         env!("CARGO_PKG_VERSION"),
         std::env::consts::ARCH
     )
-}
-
-type Body = dyn Fn(&[ArrayRef], usize) -> Result<ArrayRef> + Send + Sync;
-
-/// A scalar function given by its name, accepted argument lists and a body over arrays.
-struct PgFunction {
-    name: &'static str,
-    signature: Signature,
-    returns: DataType,
-    body: Box<Body>,
-}
-
-impl std::fmt::Debug for PgFunction {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name)
-    }
-}
-
-impl PartialEq for PgFunction {
-    fn eq(&self, other: &Self) -> bool {
-        self.name == other.name
-    }
-}
-
-impl Eq for PgFunction {}
-
-impl std::hash::Hash for PgFunction {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.name.hash(state)
-    }
-}
-
-impl ScalarUDFImpl for PgFunction {
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
-        Ok(self.returns.clone())
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let rows = args.number_rows;
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        Ok(ColumnarValue::Array((self.body)(&arrays, rows)?))
-    }
-}
-
-pub(crate) fn function(
-    name: &'static str,
-    arities: &[Vec<DataType>],
-    returns: DataType,
-    body: impl Fn(&[ArrayRef], usize) -> Result<ArrayRef> + Send + Sync + 'static,
-) -> ScalarUDF {
-    // By arity only: clients pass OIDs as int4 or int8 and untyped NULL parameters; the
-    // bodies read every argument as text or a number.
-    let mut counts: Vec<usize> = arities.iter().map(Vec::len).collect();
-    counts.sort_unstable();
-    counts.dedup();
-    let signature = if counts.is_empty() || counts == [0] {
-        Signature::nullary(Volatility::Stable)
-    } else {
-        Signature::one_of(
-            counts
-                .into_iter()
-                .map(|n| {
-                    if n == 0 {
-                        TypeSignature::Nullary
-                    } else {
-                        TypeSignature::Any(n)
-                    }
-                })
-                .collect(),
-            Volatility::Stable,
-        )
-    };
-    ScalarUDF::new_from_impl(PgFunction {
-        name,
-        signature,
-        returns,
-        body: Box::new(body),
-    })
-}
-
-fn texts(rows: usize, value: impl Fn(usize) -> Option<String>) -> ArrayRef {
-    Arc::new((0..rows).map(value).collect::<StringArray>())
-}
-
-pub(crate) fn text_arg(array: &ArrayRef, i: usize) -> Option<String> {
-    if is_null(array, i) {
-        return None;
-    }
-    ScalarValue::try_from_array(array, i).ok().map(|v| match v {
-        ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) => s,
-        ScalarValue::Utf8View(Some(s)) => s,
-        other => other.to_string(),
-    })
-}
-
-/// Whether row `i` is NULL; an untyped NULL's array has no validity bits to say so.
-pub(crate) fn is_null(array: &ArrayRef, i: usize) -> bool {
-    array.is_null(i) || array.data_type() == &DataType::Null
-}
-
-fn int_arg(array: &ArrayRef, i: usize) -> Option<i64> {
-    text_arg(array, i).and_then(|s| s.parse().ok())
 }
 
 /// Registers the functions into the SQL context.
@@ -205,7 +90,7 @@ pub(crate) fn register(
                 let missing_ok = args
                     .get(1)
                     .is_some_and(|a| text_arg(a, i).as_deref() == Some("true"));
-                match settings::default_setting(&name) {
+                match crate::pg::settings::default_setting(&name) {
                     Some(value) => out.push(Some(value.to_string())),
                     None if missing_ok => out.push(None),
                     None => {
@@ -310,11 +195,6 @@ pub(crate) fn register(
             ) as ArrayRef)
         },
     ));
-    crate::pg::functions::text::register(ctx);
-    crate::pg::functions::json_build::register(ctx);
-    crate::pg::functions::json_sets::register(ctx);
-    crate::pg::types::uuid::register(ctx);
-    crate::pg::functions::to_char::register(ctx);
     // A type's OID by name, NULL when there is no such type (drivers probe for hstore).
     ctx.register_udf(function(
         "to_regtype",

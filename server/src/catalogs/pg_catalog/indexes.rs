@@ -20,9 +20,9 @@ use eddy_executor::TableKey;
 use eddy_storage::TableId;
 
 use crate::catalogs::pg_catalog::keys::{btree_opclass, collation, IndexRelation};
-use crate::database::indexes::ServedIndex;
 use crate::database::{Database, Object, SCHEMA};
 use crate::pg::functions::text::quote_identifier;
+use crate::query::indexes::ServedIndex;
 
 /// Where the OIDs of `CREATE INDEX` indexes begin. An index's OID is this plus its table id,
 /// which it keeps across restarts; the range lies above the OIDs the catalog hands out to

@@ -64,14 +64,16 @@ pub fn install(db: &Arc<Database>) -> Result<(), ServerError> {
         oids,
         type_oids()?,
     );
-    crate::pg::functions::json::register(&db.ctx)?;
-    crate::pg::functions::json_operators::register(&db.ctx)?;
-    crate::pg::plan::oid_markings::register(&db.ctx);
-    crate::pg::functions::json_agg::register(&db.ctx);
-    crate::pg::functions::interval_arithmetic::register(&db.ctx)?;
-    crate::pg::functions::scalar::register(&db.ctx)?;
-    db.ctx
-        .register_udf(crate::pg::functions::type_of::pg_typeof());
+    Ok(())
+}
+
+/// After every function is in place: Eddy's information_schema, the type planner, and no
+/// stale alias of a replaced function.
+pub fn finish(db: &Arc<Database>) -> Result<(), ServerError> {
+    let catalog = db
+        .ctx
+        .catalog(DATABASE)
+        .ok_or_else(|| ServerError::internal("default catalog missing"))?;
     // Eddy's own information_schema (Postgres type names, materialized views) replaces the
     // one DataFusion answers when its flag is on.
     let catalogs = db.ctx.state().catalog_list().clone();

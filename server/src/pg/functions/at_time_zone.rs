@@ -85,7 +85,7 @@ impl ScalarUDFImpl for AtTimeZone {
                     "42883",
                     format!(
                         "function timezone(text, {}) does not exist",
-                        crate::pg::functions::type_of::pg_type_name(other)
+                        crate::pg::types::names::pg_type_name(other)
                     ),
                 )
                 .into())

@@ -31,18 +31,6 @@ use datafusion::logical_expr::{
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::SessionContext;
 
-/// A value (a function call's whole output) over the limit: 54000.
-#[derive(Debug)]
-pub struct ValueTooLarge(pub String);
-
-impl std::fmt::Display for ValueTooLarge {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ValueTooLarge {}
-
 /// How a function's output grows with its arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Growth {
@@ -194,7 +182,7 @@ fn is_capped(function: &ScalarUDF) -> bool {
 }
 
 fn too_large(function: &str, size: u128, limit: usize) -> DataFusionError {
-    DataFusionError::External(Box::new(ValueTooLarge(format!(
+    DataFusionError::External(Box::new(crate::error::ValueTooLarge(format!(
         "requested length too large: {function} would build {} MiB, more than the {} MiB a \
          query may use (--query-memory-limit)",
         size >> 20,

@@ -14,8 +14,8 @@ use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::SessionContext;
 
-use crate::catalogs::pg_catalog::functions::function;
 use crate::error::ServerError;
+use crate::pg::functions::function;
 
 const NANOS_PER_DAY: i64 = 86_400_000_000_000;
 const DAYS_PER_MONTH: i32 = 30;

@@ -200,7 +200,7 @@ fn field_not_constant() -> datafusion::error::DataFusionError {
 /// The field named by `field` if Postgres extracts it from `input`.
 fn unit_for(field: &ScalarValue, input: &DataType) -> Result<Unit> {
     let text = field.try_as_str().flatten().unwrap_or_default();
-    let type_name = crate::pg::functions::type_of::pg_type_name(input);
+    let type_name = crate::pg::types::names::pg_type_name(input);
     let unit = Unit::parse(text).ok_or_else(|| {
         ServerError::new(
             "22023",
@@ -307,7 +307,7 @@ fn extract(
                 "42883",
                 format!(
                     "function extract(unknown, {}) does not exist",
-                    crate::pg::functions::type_of::pg_type_name(other)
+                    crate::pg::types::names::pg_type_name(other)
                 ),
             )
             .into())

@@ -29,7 +29,7 @@ use datafusion::logical_expr::{
 use datafusion::sql::sqlparser::ast::BinaryOperator;
 
 use crate::error::ServerError;
-use crate::pg::functions::type_of::pg_type_name;
+use crate::pg::types::names::pg_type_name;
 
 const DAYS_PER_MONTH: f64 = 30.0;
 const SECS_PER_DAY: f64 = 86_400.0;

@@ -16,10 +16,10 @@ use datafusion::logical_expr::{
 };
 use serde_json::Value;
 
-use crate::catalogs::pg_catalog::functions::{function, text_arg};
 use crate::error::ServerError;
 use crate::pg::functions::json::jsonb_text;
 use crate::pg::functions::text::json_value;
+use crate::pg::functions::{function, text_arg};
 use crate::pg::types::column_types::PG_TYPE_KEY;
 
 pub(crate) fn register(ctx: &SessionContext) {

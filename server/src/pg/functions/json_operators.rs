@@ -16,9 +16,9 @@ use datafusion::logical_expr::{Expr, ScalarUDF};
 use datafusion::sql::sqlparser::ast::BinaryOperator;
 use serde_json::Value;
 
-use crate::catalogs::pg_catalog::functions::{function, text_arg};
 use crate::error::ServerError;
 use crate::pg::functions::json::jsonb_text;
+use crate::pg::functions::{function, text_arg};
 
 pub fn register(ctx: &SessionContext) -> Result<()> {
     for udf in functions() {

@@ -14,9 +14,9 @@ use datafusion::error::Result;
 use datafusion::execution::context::SessionContext;
 use serde_json::Value;
 
-use crate::catalogs::pg_catalog::functions::{function, text_arg};
 use crate::error::ServerError;
 use crate::pg::functions::json::jsonb_text;
+use crate::pg::functions::{function, text_arg};
 
 /// The type a set-returning function's elements are cast to: a jsonb's are jsonb.
 pub fn element_type(name: &str) -> Option<&'static str> {

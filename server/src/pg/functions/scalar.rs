@@ -27,8 +27,8 @@ use datafusion::logical_expr::{
 };
 use datafusion::prelude::SessionContext;
 
-use crate::catalogs::pg_catalog::functions::{function, text_arg};
 use crate::error::ServerError;
+use crate::pg::functions::{function, text_arg};
 use crate::pg::types::text::UNCONSTRAINED_NUMERIC;
 
 pub(crate) fn register(ctx: &SessionContext) -> Result<()> {
@@ -387,7 +387,7 @@ impl ScalarUDFImpl for Div {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let quotients = crate::pg::functions::numeric_division::decimal_pairs(
+        let quotients = crate::pg::types::numeric_division::decimal_pairs(
             &arrays[0],
             &arrays[1],
             |dividend, divisor| match divisor {

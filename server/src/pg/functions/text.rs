@@ -11,7 +11,7 @@ use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 
-use crate::catalogs::pg_catalog::functions::text_arg;
+use crate::pg::functions::text_arg;
 
 pub(crate) fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(Format {
@@ -125,7 +125,7 @@ struct JsonBuildObject {
 
 pub(crate) fn json_value(array: &ArrayRef, i: usize) -> Result<serde_json::Value> {
     use serde_json::Value;
-    if crate::catalogs::pg_catalog::functions::is_null(array, i) {
+    if crate::pg::functions::is_null(array, i) {
         return Ok(Value::Null);
     }
     Ok(match ScalarValue::try_from_array(array, i)? {

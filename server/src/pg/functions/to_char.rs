@@ -60,7 +60,7 @@ impl ScalarUDFImpl for ToChar {
         let templates = templates.as_string::<i32>();
         if let Some(long) = templates.iter().flatten().find(|t| t.len() > MAX_TEMPLATE) {
             return Err(DataFusionError::External(Box::new(
-                crate::pg::functions::caps::ValueTooLarge(format!(
+                crate::error::ValueTooLarge(format!(
                     "to_char's template is {} bytes, more than the {MAX_TEMPLATE} it accepts",
                     long.len()
                 )),

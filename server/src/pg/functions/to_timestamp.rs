@@ -24,9 +24,9 @@ use datafusion::logical_expr::expr_rewriter::FunctionRewrite;
 use datafusion::logical_expr::{Cast, Expr, ExprSchemable, ScalarUDF};
 use datafusion::prelude::SessionContext;
 
-use crate::catalogs::pg_catalog::functions::{function, text_arg};
 use crate::error::ServerError;
 use crate::pg::functions::to_char::{parse_template, Field, Part, DAYS, MONTHS};
+use crate::pg::functions::{function, text_arg};
 
 const FUNCTION: &str = "pg_datetime_text";
 

@@ -2,6 +2,7 @@
 //! arithmetic, casts, interval order, `SIMILAR TO`, `USING` columns, and the markings (oids,
 //! quotients) a result needs to be described as Postgres describes it.
 
+pub mod casts;
 pub mod checked_arithmetic;
 pub mod expr_rewrites;
 pub mod integer_casts;
@@ -9,5 +10,6 @@ pub mod interval_order;
 pub mod oid_markings;
 pub mod operator_types;
 pub mod quotient_markings;
+pub mod session_calendar;
 pub mod similar_to;
 pub mod using_joins;

@@ -34,7 +34,7 @@ impl AnalyzerRule for CheckOperatorTypes {
                             if !negatable(&data_type) {
                                 return plan_err!(
                                     "operator does not exist: - {}",
-                                    crate::pg::functions::type_of::pg_type_name(&data_type)
+                                    crate::pg::types::names::pg_type_name(&data_type)
                                 );
                             }
                         }

@@ -1,4 +1,4 @@
-//! Keeping a quotient's marking ([`crate::pg::functions::numeric_division::QUOTIENT_KEY`]) true to its
+//! Keeping a quotient's marking ([`crate::pg::types::numeric_division::QUOTIENT_KEY`]) true to its
 //! values through casts and UNIONs, after type coercion:
 //!
 //! - an unconstrained-NUMERIC cast of a quotient is dropped: `avg(x)::numeric` is `avg(x)`
@@ -45,16 +45,14 @@ impl AnalyzerRule for QuotientMarkings {
 /// A UNION's column is a quotient only where every branch's is: DataFusion merges the
 /// branches' markings, and would print `1.5` of another branch as `1.5000000000000000`.
 fn union_markings(mut union: Union) -> Result<Union> {
-    let key = crate::pg::functions::numeric_division::QUOTIENT_KEY;
+    let key = crate::pg::types::numeric_division::QUOTIENT_KEY;
     let fields = union
         .schema
         .iter()
         .enumerate()
         .map(|(i, (qualifier, field))| {
             let least_scales = union.inputs.iter().map(|input| {
-                crate::pg::functions::numeric_division::quotient_least_scale(
-                    input.schema().field(i),
-                )
+                crate::pg::types::numeric_division::quotient_least_scale(input.schema().field(i))
             });
             let least_scale: Option<Vec<i32>> = least_scales.collect();
             let mut field = field.as_ref().clone();
@@ -82,7 +80,7 @@ fn quotient_cast(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     let Expr::Cast(cast) = &expr else {
         return Ok(Transformed::no(expr));
     };
-    let key = crate::pg::functions::numeric_division::QUOTIENT_KEY;
+    let key = crate::pg::types::numeric_division::QUOTIENT_KEY;
     if cast.field.metadata().contains_key(key) {
         // Type coercion casts each UNION branch to the union's column, marking included.
         let Ok((_, input)) = cast.expr.to_field(schema) else {
@@ -92,7 +90,7 @@ fn quotient_cast(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
         let mut metadata = field.metadata().clone();
         // A quotient cast to the union's scale is still one, at that scale.
         let marking = match (
-            crate::pg::functions::numeric_division::quotient_least_scale(&input),
+            crate::pg::types::numeric_division::quotient_least_scale(&input),
             field.data_type(),
         ) {
             (Some(least), DataType::Decimal128(_, scale)) => Some(format!("{least}/{scale}")),
@@ -122,7 +120,7 @@ fn quotient_cast(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     let Ok((_, input)) = cast.expr.to_field(schema) else {
         return Ok(Transformed::no(expr));
     };
-    if crate::pg::functions::numeric_division::quotient_least_scale(&input).is_none() {
+    if crate::pg::types::numeric_division::quotient_least_scale(&input).is_none() {
         return Ok(Transformed::no(expr));
     }
     Ok(Transformed::yes(cast.expr.as_ref().clone()))

@@ -18,7 +18,7 @@ use datafusion::logical_expr::{lit, Expr, LogicalPlan, ScalarUDF};
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::SessionContext;
 
-use crate::catalogs::pg_catalog::functions::{function, text_arg};
+use crate::pg::functions::{function, text_arg};
 
 const FUNCTION: &str = "similar_to_regex";
 

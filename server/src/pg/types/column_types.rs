@@ -117,7 +117,7 @@ pub fn type_name(field: &Field) -> String {
         (Some(Type::JSONB), _) => "jsonb".to_string(),
         (Some(Type::UUID), _) => "uuid".to_string(),
         (_, DataType::Decimal128(p, s)) if typmod >= 4 => format!("numeric({p},{s})"),
-        (_, data_type) => crate::pg::functions::type_of::pg_type_name(data_type),
+        (_, data_type) => crate::pg::types::names::pg_type_name(data_type),
     }
 }
 

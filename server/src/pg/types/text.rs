@@ -146,16 +146,14 @@ pub enum NumericForm {
     /// `21::numeric`).
     Trimmed,
     /// With the digits Postgres gives a quotient of the value's size, and at least
-    /// `least_scale` ([`crate::pg::functions::numeric_division::quotient_display_scale`]).
+    /// `least_scale` ([`crate::pg::types::numeric_division::quotient_display_scale`]).
     Quotient { least_scale: i32 },
 }
 
 impl NumericForm {
     /// The form of a decimal `field`'s values.
     pub fn of(field: &Field) -> Self {
-        if let Some(least_scale) =
-            crate::pg::functions::numeric_division::quotient_least_scale(field)
-        {
+        if let Some(least_scale) = crate::pg::types::numeric_division::quotient_least_scale(field) {
             return Self::Quotient { least_scale };
         }
         match field.data_type() {
@@ -175,7 +173,7 @@ pub fn numeric_text(value: i128, precision: u8, scale: i8, form: NumericForm) ->
         NumericForm::Declared => text,
         NumericForm::Trimmed => text.trim_end_matches('0').trim_end_matches('.').to_string(),
         NumericForm::Quotient { least_scale } => {
-            let shown = crate::pg::functions::numeric_division::quotient_display_scale(
+            let shown = crate::pg::types::numeric_division::quotient_display_scale(
                 value,
                 scale,
                 least_scale,

@@ -11,7 +11,7 @@
 //!   unconstrained form, which prints them as Postgres does (`21`, `0.1`).
 //!
 //!   The scale is the one the decimal has when the query is planned; a quotient's (`/`, `avg`)
-//!   grows later, when [`crate::pg::functions::numeric_division`] replaces DataFusion's: after type coercion,
+//!   grows later, when [`crate::pg::types::numeric_division`] replaces DataFusion's: after type coercion,
 //!   [`crate::pg::plan::quotient_markings`] drops such a cast of a quotient, whose digits it would cut.
 //!
 //! - `CAST(x AS uuid)` checks and canonicalizes `x` ([`crate::pg::types::uuid`]).

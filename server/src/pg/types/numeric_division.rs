@@ -97,9 +97,7 @@ pub fn install(ctx: &SessionContext) -> Result<()> {
     let state = ctx.state_ref();
     let mut state = state.write();
     state.register_function_rewrite(Arc::new(NumericDivision))?;
-    state.register_function_rewrite(Arc::new(
-        crate::pg::functions::numeric_average::NumericAverage,
-    ))
+    state.register_function_rewrite(Arc::new(crate::pg::types::numeric_average::NumericAverage))
 }
 
 /// Replaces `a / b` of two numerics (or a numeric and an integer) before type coercion, which

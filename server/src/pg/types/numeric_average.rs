@@ -1,5 +1,5 @@
 //! `avg` of a numeric as Postgres computes it: the exact sum divided by the count with
-//! Postgres's quotient digits ([`crate::pg::functions::numeric_division`]), so the average of 1.00, 2.00 and
+//! Postgres's quotient digits ([`crate::pg::types::numeric_division`]), so the average of 1.00, 2.00 and
 //! 2.00 is `1.6666666666666667`. DataFusion's decimal average keeps 4 more digits than its
 //! input (`1.666666`) and truncates; its average of integers is a float. The accumulator can
 //! retract, for views over changing rows.
@@ -19,7 +19,7 @@ use datafusion::logical_expr::{
 };
 
 use crate::error::ServerError;
-use crate::pg::functions::numeric_division::{
+use crate::pg::types::numeric_division::{
     as_decimal, divide, quotient_field, quotient_scale, Numeric,
 };
 
