@@ -84,6 +84,7 @@ fn install_before_catalogs(session: &PlanningSession) -> Result<()> {
     plan::integer_casts::install(ctx);
     functions::extract::install(ctx);
     types::interval_input::install(ctx);
+    types::bytea_input::install(ctx);
     plan::session_calendar::install(ctx);
     plan::similar_to::install(ctx);
     plan::interval_order::install(ctx);

@@ -115,7 +115,7 @@ impl Engine {
             Err(panic) => {
                 // The panic hook noted it for an interrupted statement: none was.
                 let _ = super::panic_note::take();
-                let what = super::panic_message(panic.as_ref());
+                let what = super::run_loop::panic_message(panic.as_ref());
                 self.fail_view(view, "XX000", format!("internal error: {what}"))?;
                 Ok(None)
             }

@@ -2,6 +2,7 @@
 //! field markings ([`column_types`]), `uuid`, text output and input (timestamps, intervals),
 //! casts, and the session's time zone.
 
+pub mod bytea_input;
 pub mod column_types;
 pub mod interval_input;
 pub mod names;

@@ -1,0 +1,294 @@
+//! The engine thread: its start, the loop that drains commands and runs barriers, and each
+//! command's handling.
+
+use super::*;
+
+impl Engine {
+    pub(super) fn new(store: Arc<dyn Store>, stats: Arc<RwLock<EngineStats>>) -> Result<Self> {
+        let counters = Self::load_counters(store.as_ref())?;
+        Ok(Self {
+            store,
+            stats,
+            counters,
+            tables: BTreeMap::new(),
+            views: BTreeMap::new(),
+            sources: BTreeMap::new(),
+            plain_views: BTreeMap::new(),
+            indexes: BTreeMap::new(),
+            feeds: BTreeMap::new(),
+            epoch_writes: EpochBatch::default(),
+            dirty: false,
+            acks: Vec::new(),
+            flushes: Vec::new(),
+            commit_observer: Arc::new(OnceLock::new()),
+            state_budget: Arc::new(StateBudget::default()),
+            unrestored: Vec::new(),
+        })
+    }
+
+    pub(super) fn load_counters(store: &dyn Store) -> Result<Counters> {
+        Ok(match store.get(&meta_key(COUNTERS))? {
+            Some(bytes) => {
+                serde_json::from_slice(&bytes).map_err(eddy_storage::StorageError::from)?
+            }
+            None => Counters {
+                next_table_id: FIRST_USER_TABLE,
+                ..Counters::default()
+            },
+        })
+    }
+
+    pub(super) fn run(&mut self, rx: Receiver<Command>, interval: Duration) {
+        let mut last_commit = Instant::now();
+        let mut last_tick = Instant::now();
+        loop {
+            // An index build goes on epoch after epoch, a chunk each, with no idle wait.
+            let building = self.building_indexes();
+            let wait = if building {
+                Duration::ZERO
+            } else {
+                interval
+                    .saturating_sub(last_commit.elapsed())
+                    .min(Duration::from_millis(200))
+            };
+            // Wait for a command or a batch from any feed, whichever comes first.
+            let feeds: Vec<(String, Receiver<SourceEvent>)> = self
+                .feeds
+                .iter()
+                .map(|(name, feed)| (name.clone(), feed.events.clone()))
+                .collect();
+            let mut select = Select::new();
+            let commands = select.recv(&rx);
+            for (_, events) in &feeds {
+                select.recv(events);
+            }
+            let mut stop = None;
+            match select.select_timeout(wait) {
+                Ok(operation) if operation.index() == commands => match operation.recv(&rx) {
+                    Ok(Command::Shutdown { reply }) => stop = Some(reply),
+                    Ok(command) => self.guarded(|engine| engine.handle(command)),
+                    Err(_) => {
+                        let _ = self.commit();
+                        return;
+                    }
+                },
+                Ok(operation) => {
+                    let (name, events) = &feeds[operation.index() - 1];
+                    match operation.recv(events) {
+                        Ok(event) => self.guarded(|engine| engine.on_source_event(name, event)),
+                        // Its connector ended and all it sent is taken: a disconnected channel
+                        // is always ready, so waiting on it again would spin.
+                        Err(_) => self.stop_waiting_on(name, events),
+                    }
+                }
+                Err(_) => {}
+            }
+            // Group commit: take everything already queued into this epoch.
+            while stop.is_none() {
+                match rx.try_recv() {
+                    Ok(Command::Shutdown { reply }) => stop = Some(reply),
+                    Ok(command) => self.guarded(|engine| engine.handle(command)),
+                    Err(_) => break,
+                }
+            }
+            // Bounded work per round, so commands and commits are never starved.
+            for (name, events) in &feeds {
+                for _ in 0..crate::connector::CHANNEL_BATCHES {
+                    match events.try_recv() {
+                        Ok(event) => self.guarded(|engine| engine.on_source_event(name, event)),
+                        Err(_) => break,
+                    }
+                }
+            }
+            self.check_flushes();
+            if last_tick.elapsed() >= Duration::from_millis(200) {
+                self.tick_feeds();
+                last_tick = Instant::now();
+            }
+            let due = last_commit.elapsed() >= interval;
+            // Views on the wall clock change with no row arriving: a barrier every interval.
+            let clocked = self
+                .views
+                .values()
+                .any(|v| v.graph.is_some() && v.plan.uses_wall_clock());
+            if !self.acks.is_empty()
+                || building
+                || ((self.dirty || clocked) && due)
+                || stop.is_some()
+            {
+                self.guarded(|engine| engine.commit_and_ack());
+                last_commit = Instant::now();
+            } else if due {
+                self.publish_stats();
+                last_commit = Instant::now();
+            }
+            if let Some(reply) = stop {
+                self.feeds.clear();
+                let _ = reply.send(Ok(()));
+                return;
+            }
+        }
+    }
+
+    /// Runs `work`, turning a panic (a bug, here or in a library) into an abandoned epoch:
+    /// the statements in it fail, state reloads from the last commit, and the engine lives on.
+    pub(super) fn guarded(&mut self, work: impl FnOnce(&mut Self)) {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(self)));
+        if let Err(panic) = outcome {
+            let what = panic_message(panic.as_ref());
+            tracing::error!(%what, "internal error in the engine; reloading the last committed epoch");
+            self.fail_pending(&what);
+            if let Err(error) = self.reload() {
+                tracing::error!(%error, "reloading after an internal error failed");
+            }
+        }
+    }
+
+    /// Runs a command. Its reply waits for the commit when it changed anything.
+    pub(super) fn handle(&mut self, command: Command) {
+        if let Err(error) = self.restore_unrestored() {
+            command.fail(error);
+            return;
+        }
+        match command {
+            Command::CreateTable {
+                def,
+                feed,
+                sql,
+                reply,
+            } => {
+                let result = self.create_table(def, feed, sql);
+                self.ack_after_commit(reply, result);
+            }
+            Command::CreateSource { def, sql, reply } => {
+                let result = self.create_source(def, sql);
+                self.ack_after_commit(reply, result);
+            }
+            Command::CreateView {
+                name,
+                sql,
+                plan,
+                reply,
+            } => {
+                let result = self.create_view(name, sql, plan);
+                self.ack_after_commit(reply, result);
+            }
+            Command::Restore {
+                entry,
+                object,
+                reply,
+            } => {
+                let _ = reply.send(self.restore(entry, object));
+            }
+            Command::Drop { kind, name, reply } => {
+                let result = self.drop_object(kind, &name);
+                self.ack_after_commit(reply, result);
+            }
+            Command::PutPlainView {
+                name,
+                sql,
+                replace,
+                reply,
+            } => {
+                let result = self.put_plain_view(name, sql, replace);
+                self.ack_after_commit(reply, result);
+            }
+            Command::CreateIndex {
+                name,
+                sql,
+                relation,
+                columns,
+                include,
+                reply,
+            } => {
+                self.create_index(name, sql, relation, columns, include, reply);
+            }
+            Command::CatalogEntry { name, reply } => {
+                let entry = self
+                    .tables
+                    .get(&name)
+                    .map(|(entry, _)| entry)
+                    .or_else(|| self.views.get(&name).map(|view| &view.entry))
+                    .or_else(|| self.plain_views.get(&name));
+                let _ = reply.send(Ok(entry.cloned()));
+            }
+            Command::Rename {
+                old,
+                new,
+                rewrites,
+                reply,
+            } => {
+                let result = self.rename(&old, &new, rewrites);
+                self.ack_after_commit(reply, result);
+            }
+            Command::Insert {
+                table,
+                batches,
+                reply,
+            } => {
+                let result = self.insert(&table, batches);
+                self.ack_after_commit(reply, result);
+            }
+            Command::Delete {
+                table,
+                predicate,
+                reply,
+            } => {
+                let result =
+                    self.change(&table, |t, store| t.delete_where(predicate.as_ref(), store));
+                self.ack_after_commit(reply, result);
+            }
+            Command::Update {
+                table,
+                predicate,
+                assignments,
+                reply,
+            } => {
+                let result = self.change(&table, |t, store| {
+                    t.update_where(predicate.as_ref(), &assignments, store)
+                });
+                self.ack_after_commit(reply, result);
+            }
+            Command::Flush { reply } => {
+                self.dirty = true;
+                if self.feeds.is_empty() {
+                    let epoch = self.counters.epoch + 1;
+                    self.ack_after_commit(reply, Ok(epoch));
+                } else {
+                    // Wait until every feed has taken in what its source held at this moment
+                    // (for Kafka, once the connector has reported the current ends).
+                    let targets = self
+                        .feeds
+                        .iter()
+                        .map(|(name, feed)| {
+                            let target = match feed.request_refresh() {
+                                Some(generation) => FlushWait::Refresh(generation),
+                                None => FlushWait::Target(feed.flush_target()),
+                            };
+                            (name.clone(), target)
+                        })
+                        .collect();
+                    self.flushes.push(PendingFlush {
+                        reply,
+                        targets,
+                        since: Instant::now(),
+                    });
+                }
+            }
+            Command::Recover { reply } => {
+                self.fail_pending("the epoch was abandoned by RECOVER");
+                let _ = reply.send(self.reload());
+            }
+            Command::Shutdown { .. } => unreachable!("handled by the loop"),
+        }
+    }
+}
+
+/// What a caught panic said.
+pub(super) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
+}

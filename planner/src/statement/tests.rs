@@ -1,0 +1,143 @@
+use super::*;
+
+#[test]
+fn watermark_and_append_only_are_cut_out() {
+    let parsed = parse_statements(
+        "CREATE TABLE r (sensor INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '2' SECOND) APPEND ONLY;",
+    )
+    .unwrap();
+    assert_eq!(parsed.len(), 1);
+    let EddyStatement::CreateTable {
+        statement,
+        watermark,
+        append_only,
+        name,
+        ..
+    } = &parsed[0].statement
+    else {
+        panic!("not a create table: {:?}", parsed[0]);
+    };
+    assert!(append_only);
+    assert_eq!(name, "r");
+    assert_eq!(
+        watermark,
+        &Some(WatermarkDef {
+            column: "ts".into(),
+            delay_sql: Some("INTERVAL '2' SECOND".into())
+        })
+    );
+    assert_eq!(
+        statement.to_string(),
+        "CREATE TABLE r (sensor INT, ts TIMESTAMP)"
+    );
+}
+
+#[test]
+fn a_watermark_minus_nothing_is_a_syntax_error() {
+    // Found by the SQL fuzzer: `ts - ,` left no delay after the minus and panicked.
+    for sql in [
+        "CREATE TABLE r (ts TIMESTAMP, WATERMARK FOR ts AS ts - , x INT)",
+        "CREATE TABLE r (ts TIMESTAMP, WATERMARK FOR ts AS ts -)",
+    ] {
+        match parse_statements(sql) {
+            Err(PlanError::Syntax(message)) => {
+                assert!(message.contains("a watermark must be"), "{sql}: {message}")
+            }
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn watermark_first_in_list() {
+    let parsed = parse_statements("create table r (WATERMARK FOR ts AS ts, ts timestamp)").unwrap();
+    let EddyStatement::CreateTable { statement, .. } = &parsed[0].statement else {
+        panic!()
+    };
+    assert_eq!(statement.to_string(), "CREATE TABLE r (ts TIMESTAMP)");
+}
+
+#[test]
+fn splits_and_recognises_eddy_statements() {
+    let parsed = parse_statements(
+        "FLUSH; ; show tables; SHOW MATERIALIZED VIEWS; create materialized view v as select 1 emit on window close; select ';'",
+    )
+    .unwrap();
+    assert_eq!(parsed.len(), 5);
+    assert!(matches!(parsed[0].statement, EddyStatement::Flush));
+    assert!(matches!(parsed[1].statement, EddyStatement::ShowTables));
+    assert!(matches!(
+        parsed[2].statement,
+        EddyStatement::ShowMaterializedViews
+    ));
+    assert!(matches!(
+        parsed[3].statement,
+        EddyStatement::CreateMaterializedView {
+            emit_on_window_close: true,
+            ..
+        }
+    ));
+    assert_eq!(parsed[4].sql, "select ';'");
+}
+
+#[test]
+fn create_source_with_includes_options_and_format() {
+    let parsed = parse_statements(
+        "CREATE SOURCE bids (auction BIGINT, date_time TIMESTAMP, WATERMARK FOR date_time AS date_time - INTERVAL '5' SECOND) \
+         INCLUDE partition AS p INCLUDE offset \
+         WITH (connector = 'kafka', topic = 'bids', properties.bootstrap.server = '127.0.0.1:9092', nexmark.event.rate = 10) \
+         FORMAT PLAIN ENCODE CSV (delimiter = ';', without_header = 'true')",
+    )
+    .unwrap();
+    let EddyStatement::CreateSource(def) = &parsed[0].statement else {
+        panic!("not a source: {:?}", parsed[0]);
+    };
+    assert_eq!(def.name, "bids");
+    assert_eq!(
+        def.table.to_string(),
+        "CREATE TABLE bids (auction BIGINT, date_time TIMESTAMP)"
+    );
+    assert_eq!(
+        def.watermark.as_ref().map(|w| w.column.as_str()),
+        Some("date_time")
+    );
+    assert_eq!(
+        def.includes,
+        vec![
+            (IncludeKind::Partition, "p".to_string()),
+            (IncludeKind::Offset, "_rw_kafka_offset".to_string())
+        ]
+    );
+    assert_eq!(def.options["properties.bootstrap.server"], "127.0.0.1:9092");
+    assert_eq!(def.options["nexmark.event.rate"], "10");
+    assert_eq!((def.format.as_str(), def.encode.as_str()), ("PLAIN", "CSV"));
+    assert_eq!(def.encode_options["delimiter"], ";");
+    assert!(!def.stored);
+
+    let parsed = parse_statements(
+        "create table t (id int primary key, v int) with (connector='kafka', topic='t') format upsert encode json",
+    )
+    .unwrap();
+    let EddyStatement::CreateSource(def) = &parsed[0].statement else {
+        panic!("not a source table");
+    };
+    assert!(def.stored);
+    assert_eq!(def.format, "UPSERT");
+    assert!(parse_statements("CREATE SOURCE s (a INT) WITH (topic = 'x')").is_err());
+    assert!(
+        parse_statements("CREATE SOURCE s (a INT) WITH (connector = 'kafka') FORMAT PLAIN")
+            .is_err()
+    );
+}
+
+#[test]
+fn bad_sql_is_a_syntax_error() {
+    assert!(matches!(
+        parse_statements("SELEC 1"),
+        Err(PlanError::Syntax(_))
+    ));
+    assert!(matches!(
+        parse_statements("CREATE TABLE t (a INT, WATERMARK FOR a AS b - INTERVAL '1' SECOND)"),
+        Err(PlanError::Syntax(_))
+    ));
+}

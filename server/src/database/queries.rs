@@ -1,0 +1,71 @@
+//! Queries: planned by DataFusion over the stored tables, run with the query's own memory.
+
+use super::*;
+
+impl Database {
+    /// Plans a statement with DataFusion, binding parameters when given.
+    pub async fn plan_statement(
+        &self,
+        statement: &Statement,
+        params: Option<ParamValues>,
+    ) -> Result<LogicalPlan> {
+        let state = self.ctx.state();
+        let mut statement = statement.clone();
+        let output_names = match &statement {
+            Statement::Query(query) => crate::pg::ast::output_names::postgres_output_names(query),
+            _ => None,
+        };
+        crate::pg::ast::from_functions::apply(&mut statement, &state);
+        let plan = state
+            .statement_to_plan(DfStatement::Statement(Box::new(statement)))
+            .await?;
+        let plan = crate::pg::ast::decimal_literals::rescale_exponent_literals(plan)?;
+        let plan = crate::pg::ast::int_literals::narrow_integer_literals(plan)?;
+        let plan = crate::pg::types::interval_input::type_text_compared_with_intervals(plan)?;
+        let plan = crate::pg::plan::casts::as_postgres_casts(plan)?;
+        let plan = crate::pg::plan::oid_markings::mark_case_results(plan)?;
+        let plan = match output_names {
+            Some(names) => crate::pg::ast::output_names::with_output_names(plan, &names)?,
+            None => plan,
+        };
+        Ok(match params {
+            Some(params) => plan.with_param_values(params)?,
+            None => plan,
+        })
+    }
+
+    pub(crate) async fn execute_sql_statement(
+        &self,
+        statement: &Statement,
+        params: Option<ParamValues>,
+    ) -> Result<Outcome> {
+        match statement {
+            Statement::StartTransaction { .. } => return Ok(Outcome::command("BEGIN")),
+            Statement::Commit { .. } => return Ok(Outcome::command("COMMIT")),
+            Statement::Rollback { .. } => return Ok(Outcome::command("ROLLBACK")),
+            Statement::Set(_) => return Ok(Outcome::command("SET")),
+            Statement::CreateTable(_)
+            | Statement::CreateSchema { .. }
+            | Statement::CreateDatabase { .. } => {
+                return Err(ServerError::not_supported(format!("{statement}")));
+            }
+            _ => {}
+        }
+        let plan = self.plan_statement(statement, params).await?;
+        match plan {
+            LogicalPlan::Dml(dml) => self.execute_dml(dml).await,
+            LogicalPlan::Ddl(_) => Err(ServerError::not_supported(format!("{statement}"))),
+            LogicalPlan::Statement(_) => Err(ServerError::not_supported(format!("{statement}"))),
+            plan => {
+                let frame = crate::query::query_memory::dataframe(
+                    &self.ctx,
+                    self.query_memory_limit(),
+                    plan,
+                )?;
+                let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+                let stream = crate::query::branch_order::execute_in_order(frame).await?;
+                Ok(Outcome::Stream { schema, stream })
+            }
+        }
+    }
+}
