@@ -10,7 +10,7 @@
 //! - [`proctime_column`]: a source's `p_time TIMESTAMPTZ AS PROCTIME()` column.
 //! - [`alter_statement`]: `ALTER ... RENAME TO`.
 //! - [`cursor_statement`]: `FETCH` and `MOVE` on a cursor.
-//! - [`pg_literals`]: Postgres' interval, bytea and float literal forms.
+//! - [`pg_literals`]: Postgres' interval and float literal forms.
 //! - [`pg_operators`]: Postgres' prefix operators and `^@` as function calls.
 //! - [`pg_types`]: the Postgres types held as another Arrow type; `uuid`'s text form.
 //! - [`names`]: `[database.]schema.name` resolved to Eddy's objects.

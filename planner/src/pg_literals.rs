@@ -3,7 +3,6 @@
 //!
 //! - intervals as Postgres prints them (`'1 day 02:03:04'`, `'-1 days +02:00:00'`,
 //!   `'1 year 2 mons'`) in the unit words arrow parses;
-//! - `'\xdeadbeef'::bytea`: the bytes the hex stands for (arrow would keep the ten characters);
 //! - `1e15::float8`: a float parsed from the digits, not a decimal cast to a float (which
 //!   rounds);
 //! - `EXTRACT(field FROM x)` as `pg_extract('field', x)`: Postgres' `numeric` with the
@@ -82,15 +81,6 @@ fn normalize_expr(expr: &mut Expr) {
                         value.value = Value::SingleQuotedString(text);
                     }
                 }
-                DataType::Bytea => {
-                    let hex = string_value(value)
-                        .and_then(|s| s.strip_prefix("\\x"))
-                        .map(str::to_string);
-                    if let Some(hex) = hex {
-                        // decode('deadbeef', 'hex'): bad hex digits fail as in Postgres.
-                        *expr = Expr::Function(hex_decode(&hex));
-                    }
-                }
                 DataType::Float(_)
                 | DataType::Float4
                 | DataType::Float8
@@ -107,14 +97,6 @@ fn normalize_expr(expr: &mut Expr) {
             }
         }
         _ => crate::pg_operators::normalize(expr),
-    }
-}
-
-fn hex_decode(hex: &str) -> datafusion::sql::sqlparser::ast::Function {
-    let sql = format!("decode('{}', 'hex')", hex.replace('\'', "''"));
-    match parse_expr(&sql) {
-        Some(Expr::Function(function)) => function,
-        _ => unreachable!("decode(...) parses as a function call"),
     }
 }
 

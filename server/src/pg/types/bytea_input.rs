@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, BinaryBuilder};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BinaryBuilder, Int32Array};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
@@ -29,6 +29,8 @@ use crate::error::ServerError;
 
 pub fn install(ctx: &SessionContext) {
     ctx.add_analyzer_rule(Arc::new(PostgresByteaInput));
+    // `octet_length` of text or bytea: its bytes (DataFusion's takes text only).
+    ctx.register_udf(ScalarUDF::new_from_impl(ByteaLength::named("octet_length")));
 }
 
 fn is_binary(data_type: &DataType) -> bool {
@@ -51,6 +53,7 @@ struct PostgresByteaInput;
 impl AnalyzerRule for PostgresByteaInput {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
         let input = Arc::new(ScalarUDF::new_from_impl(ByteaIn::default()));
+        let length = Arc::new(ScalarUDF::new_from_impl(ByteaLength::named("bytea_length")));
         plan.transform_up_with_subqueries(|plan| {
             let schema: DFSchema = merge_schema(&plan.inputs());
             let names = NamePreserver::new(&plan);
@@ -74,13 +77,17 @@ impl AnalyzerRule for PostgresByteaInput {
                         ))
                     }
                     Expr::ScalarFunction(call)
-                        if call.func.name() == "length"
-                            && call.args.len() == 1
-                            && call.args[0].get_type(&schema).is_ok_and(|t| is_binary(&t)) =>
+                        if matches!(
+                            call.func.name(),
+                            "length" | "character_length" | "char_length"
+                        ) && call.args.len() == 1 =>
                     {
-                        Ok(Transformed::yes(
-                            datafusion::functions::expr_fn::octet_length(call.args[0].clone()),
-                        ))
+                        match bytes_argument(&call.args[0], &schema) {
+                            Some(bytes) => Ok(Transformed::yes(Expr::ScalarFunction(
+                                ScalarFunction::new_udf(length.clone(), vec![bytes]),
+                            ))),
+                            None => Ok(Transformed::no(Expr::ScalarFunction(call))),
+                        }
                     }
                     e => Ok(Transformed::no(e)),
                 })?;
@@ -92,6 +99,67 @@ impl AnalyzerRule for PostgresByteaInput {
 
     fn name(&self) -> &str {
         "eddy_postgres_bytea_input"
+    }
+}
+
+/// A `bytea` argument of a text function: the value itself, or the cast to text type
+/// coercion put around it (Eddy's `eddy_text` where the session's rules rewrote that cast).
+fn bytes_argument(arg: &Expr, schema: &DFSchema) -> Option<Expr> {
+    let binary = |e: &Expr| e.get_type(schema).is_ok_and(|t| is_binary(&t));
+    match arg {
+        e if binary(e) => Some(e.clone()),
+        Expr::Cast(Cast { expr, .. })
+        | Expr::TryCast(datafusion::logical_expr::TryCast { expr, .. })
+            if binary(expr) =>
+        {
+            Some(expr.as_ref().clone())
+        }
+        Expr::ScalarFunction(call)
+            if call.func.name() == "eddy_text" && call.args.len() == 1 && binary(&call.args[0]) =>
+        {
+            Some(call.args[0].clone())
+        }
+        _ => None,
+    }
+}
+
+/// `length(bytea)`, `octet_length(text | bytea)`: the bytes of a value.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ByteaLength {
+    name: &'static str,
+    signature: Signature,
+}
+
+impl ByteaLength {
+    fn named(name: &'static str) -> Self {
+        Self {
+            name,
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for ByteaLength {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Int32)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let bytes = datafusion::arrow::compute::cast(&arrays[0], &DataType::Binary)?;
+        let bytes = bytes.as_binary::<i32>();
+        let lengths: Int32Array = (0..bytes.len())
+            .map(|i| (!bytes.is_null(i)).then(|| bytes.value(i).len() as i32))
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(lengths) as ArrayRef))
     }
 }
 
