@@ -21,16 +21,16 @@
 //! [`restore`] (how long the start took), [`limits`], and [`error`] with [`data_errors`]
 //! (SQLSTATEs), which every room uses.
 
-pub mod catalogs;
+pub(crate) mod catalogs;
 pub mod context;
-pub mod data_errors;
+pub(crate) mod data_errors;
 pub mod database;
 pub mod demo;
 pub mod error;
 pub mod limits;
 pub mod metrics;
-pub mod pg;
-pub mod query;
+pub(crate) mod pg;
+pub(crate) mod query;
 pub mod restore;
-pub mod session;
+pub(crate) mod session;
 pub mod wire;

@@ -55,7 +55,7 @@ impl Database {
                 indexed.include.clone(),
             )
             .await?;
-        self.register_index(create, sql, id, indexed)?;
+        self.register_index(create, id, indexed)?;
         Ok(Outcome::command("CREATE INDEX"))
     }
 
@@ -66,7 +66,6 @@ impl Database {
     ) -> Result<()> {
         let indexed = self.indexed(create)?;
         let id = entry.table_ids[0];
-        let sql = entry.sql.clone();
         self.engine
             .restore(
                 entry,
@@ -77,13 +76,12 @@ impl Database {
                 },
             )
             .await?;
-        self.register_index(create, &sql, id, indexed)
+        self.register_index(create, id, indexed)
     }
 
     fn register_index(
         &self,
         create: &CreateIndexStatement,
-        sql: &str,
         id: TableId,
         indexed: Indexed,
     ) -> Result<()> {
@@ -102,7 +100,6 @@ impl Database {
             columns: create.columns.clone(),
             include: create.include.clone(),
             schema: indexed.schema,
-            sql: sql.to_string(),
             def: Arc::new(def),
         });
         Ok(())

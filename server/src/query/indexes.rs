@@ -17,8 +17,6 @@ pub struct ServedIndex {
     pub include: Vec<String>,
     /// The schema of the relation's stored rows, which `def`'s positions are in.
     pub schema: datafusion::arrow::datatypes::SchemaRef,
-    /// The `CREATE INDEX` as the user wrote it.
-    pub sql: String,
     pub def: Arc<IndexDef>,
 }
 

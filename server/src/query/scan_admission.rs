@@ -63,6 +63,7 @@ impl ScanAdmission {
         *current = limit;
     }
 
+    #[cfg(test)]
     pub fn limit(&self) -> usize {
         *self.limit.lock().unwrap_or_else(|e| e.into_inner())
     }

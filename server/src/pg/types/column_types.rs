@@ -107,20 +107,6 @@ fn max_length(field: &Field) -> Option<usize> {
     usize::try_from(typmod(field) - 4).ok()
 }
 
-/// The `format_type` name of a column, with its modifier (`character varying(20)`).
-pub fn type_name(field: &Field) -> String {
-    let typmod = typmod(field);
-    match (marked_type(field), field.data_type()) {
-        (Some(Type::VARCHAR), _) if typmod >= 4 => format!("character varying({})", typmod - 4),
-        (Some(Type::VARCHAR), _) => "character varying".to_string(),
-        (Some(Type::JSON), _) => "json".to_string(),
-        (Some(Type::JSONB), _) => "jsonb".to_string(),
-        (Some(Type::UUID), _) => "uuid".to_string(),
-        (_, DataType::Decimal128(p, s)) if typmod >= 4 => format!("numeric({p},{s})"),
-        (_, data_type) => crate::pg::types::names::pg_type_name(data_type),
-    }
-}
-
 /// Refuses a batch with a value its column's declared type does not take, as Postgres refuses
 /// an INSERT of one: longer than a `varchar(n)` allows (22001), not JSON in a `json` or
 /// `jsonb` column (22P02).
@@ -257,27 +243,16 @@ mod tests {
     }
 
     #[test]
-    fn declared_types_are_named_as_format_type_names_them() {
-        for (sql, name, pg_type, modifier) in [
-            (
-                "VARCHAR(20)",
-                "character varying(20)",
-                Some(Type::VARCHAR),
-                24,
-            ),
-            (
-                "character varying",
-                "character varying",
-                Some(Type::VARCHAR),
-                -1,
-            ),
-            ("NUMERIC(10, 2)", "numeric(10,2)", None, (10 << 16 | 2) + 4),
-            ("DECIMAL(5)", "numeric(5,0)", None, (5 << 16) + 4),
-            ("JSONB", "jsonb", Some(Type::JSONB), -1),
-            ("JSON", "json", Some(Type::JSON), -1),
+    fn declared_types_are_marked_with_their_type_and_modifier() {
+        for (sql, pg_type, modifier) in [
+            ("VARCHAR(20)", Some(Type::VARCHAR), 24),
+            ("character varying", Some(Type::VARCHAR), -1),
+            ("NUMERIC(10, 2)", None, (10 << 16 | 2) + 4),
+            ("DECIMAL(5)", None, (5 << 16) + 4),
+            ("JSONB", Some(Type::JSONB), -1),
+            ("JSON", Some(Type::JSON), -1),
         ] {
             let field = planned(sql);
-            assert_eq!(type_name(&field), name, "{sql}");
             assert_eq!(marked_type(&field), pg_type, "{sql}");
             assert_eq!(typmod(&field), modifier, "{sql}");
         }
