@@ -13,9 +13,10 @@
 //!
 //! One file per operator: [`input`] (tables, sources, views and window TVFs), [`project`]
 //! (projections and filters), [`aggregate`], [`join`], [`union`], [`top_n`], [`over_window`],
-//! [`temporal_filter`] (`now()` in WHERE).
+//! [`temporal_filter`] (`now()` in WHERE); [`asof_order`] is the order an ASOF join keeps.
 
 mod aggregate;
+pub mod asof_order;
 mod grouping_sets;
 mod input;
 mod join;
