@@ -104,6 +104,13 @@ impl Database {
         accepted_before: bool,
     ) -> Result<StreamPlan> {
         let mut state = self.ctx.state();
+        // Uncorrelated scalar subqueries become joins with their single row, which a view
+        // maintains (DataFusion would otherwise compute them once, at planning).
+        state
+            .config_mut()
+            .options_mut()
+            .optimizer
+            .enable_physical_uncorrelated_scalar_subquery = false;
         if accepted_before {
             state
                 .config_mut()
