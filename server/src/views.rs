@@ -48,6 +48,7 @@ impl Database {
         let schema = plan.schema.clone();
         let unbounded = plan.unbounded_state();
         let not_replayable = plan.not_replayable();
+        let notes = plan.notes();
         let id = self
             .engine
             .create_view(name.to_string(), sql.to_string(), plan)
@@ -65,6 +66,9 @@ impl Database {
                 notices.push(format!(
                     "materialized view \"{name}\" is not replayable: {why}"
                 ));
+            }
+            for note in notes {
+                notices.push(format!("materialized view \"{name}\": {note}"));
             }
         }
         Ok(outcome)

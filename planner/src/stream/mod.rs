@@ -356,6 +356,26 @@ impl StreamPlan {
         })
     }
 
+    /// What the view does that its SQL leaves unspecified, each said in a NOTICE.
+    pub fn notes(&self) -> Vec<String> {
+        self.root
+            .walk()
+            .into_iter()
+            .filter_map(|node| match &node.kind {
+                NodeKind::TopN(top) if top.by_stream_key => Some(format!(
+                    "LIMIT {} without ORDER BY keeps the rows with the smallest stream keys ({}): add an ORDER BY to choose which",
+                    top.limit,
+                    top.input_key_fields
+                        .iter()
+                        .map(|f| f.name().as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Whether operators act on the wall clock (a temporal filter, `PROCTIME()`): the view
     /// needs a barrier every checkpoint interval even when no row arrives.
     pub fn uses_wall_clock(&self) -> bool {
