@@ -633,6 +633,7 @@ impl Database {
         let plan = crate::int_literals::narrow_integer_literals(plan)?;
         let plan = crate::interval_input::type_text_compared_with_intervals(plan)?;
         let plan = crate::pg_casts::as_postgres_casts(plan)?;
+        let plan = eddy_planner::outer_join_subqueries::drop_padded_side_correlations(plan)?;
         let plan = crate::oid_markings::mark_case_results(plan)?;
         let plan = match output_names {
             Some(names) => crate::output_names::with_output_names(plan, &names)?,

@@ -127,6 +127,7 @@ impl Database {
             .await?;
         let plan = crate::decimal_literals::rescale_exponent_literals(plan)?;
         let plan = crate::pg_casts::as_postgres_casts(plan)?;
+        let plan = eddy_planner::outer_join_subqueries::drop_padded_side_correlations(plan)?;
         let plan = eddy_planner::distinct_on::distinct_on_as_rank(plan)?;
         // Before the optimizer folds now() into the time of this statement.
         let plan = eddy_planner::wall_clock::mark_now(plan)?;
