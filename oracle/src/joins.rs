@@ -65,6 +65,8 @@ struct JoinView {
     reads: Vec<usize>,
     /// Output columns, and whether each is a float (rounded to compare).
     columns: Vec<(String, bool)>,
+    /// The batch side's query, when DataFusion cannot run `sql` itself (ASOF joins).
+    batch: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -215,7 +217,8 @@ impl JoinCase {
 
     /// The view's query for the batch side: views it reads inlined as derived tables.
     fn batch_sql(&self, view: usize) -> String {
-        let mut sql = self.views[view].sql.clone();
+        let own = &self.views[view];
+        let mut sql = own.batch.clone().unwrap_or_else(|| own.sql.clone());
         for &read in &self.views[view].reads {
             let name = &self.views[read].name;
             sql = sql.replace(&format!("{name} "), &format!("({}) ", self.batch_sql(read)));
@@ -257,7 +260,18 @@ fn random_view(rng: &mut StdRng, index: usize, tables: usize, earlier: &[JoinVie
     let aggregate_view = earlier
         .iter()
         .position(|v| v.columns.first().is_some_and(|(c, _)| c == "gk"));
-    match rng.random_range(0..13) {
+    match rng.random_range(0..14) {
+        13 => {
+            let (left, right) = (t(rng), t(rng));
+            let (sql, batch) = crate::asof_joins::asof_view(rng, &left, &right);
+            JoinView {
+                sql,
+                name,
+                reads: Vec::new(),
+                columns: columns(&["aid", "av", "bid", "bv"]),
+                batch: Some(batch),
+            }
+        }
         12 => {
             // Outer joins of single-row inputs (global aggregates: their key has no columns),
             // whose join keys meet and part as the tables change.
@@ -276,6 +290,7 @@ fn random_view(rng: &mut StdRng, index: usize, tables: usize, earlier: &[JoinVie
                 ),
                 name,
                 reads: Vec::new(),
+                batch: None,
                 columns: columns(&["ls", "lm", "rs", "rm"]),
             }
         }
@@ -290,6 +305,7 @@ fn random_view(rng: &mut StdRng, index: usize, tables: usize, earlier: &[JoinVie
                 sql,
                 name,
                 reads: Vec::new(),
+                batch: None,
                 columns,
             }
         }
@@ -310,6 +326,7 @@ fn random_view(rng: &mut StdRng, index: usize, tables: usize, earlier: &[JoinVie
             },
             name,
             reads: Vec::new(),
+            batch: None,
             columns: columns(&["tid", "tv"]),
         },
         8 => {
@@ -328,6 +345,7 @@ fn random_view(rng: &mut StdRng, index: usize, tables: usize, earlier: &[JoinVie
                 ),
                 name,
                 reads: Vec::new(),
+                batch: None,
                 columns: columns(&["rid", "rk", "rv", "r"]),
             }
         }
@@ -348,6 +366,7 @@ fn random_view(rng: &mut StdRng, index: usize, tables: usize, earlier: &[JoinVie
             },
             name,
             reads: Vec::new(),
+            batch: None,
             columns: columns(&["uid", "uv"]),
         },
         0 | 1 => JoinView {
@@ -360,6 +379,7 @@ fn random_view(rng: &mut StdRng, index: usize, tables: usize, earlier: &[JoinVie
             ),
             name,
             reads: Vec::new(),
+            batch: None,
             columns: columns(&["aid", "av", "bid", "bv"]),
         },
         2 => JoinView {
@@ -373,6 +393,7 @@ fn random_view(rng: &mut StdRng, index: usize, tables: usize, earlier: &[JoinVie
             ),
             name,
             reads: Vec::new(),
+            batch: None,
             columns: columns(&["aid", "bid", "cid", "cv"]),
         },
         3 => JoinView {
@@ -385,6 +406,7 @@ fn random_view(rng: &mut StdRng, index: usize, tables: usize, earlier: &[JoinVie
             ),
             name,
             reads: Vec::new(),
+            batch: None,
             columns: columns(&["aid", "av"]),
         },
         4 => JoinView {
@@ -397,6 +419,7 @@ fn random_view(rng: &mut StdRng, index: usize, tables: usize, earlier: &[JoinVie
             ),
             name,
             reads: Vec::new(),
+            batch: None,
             columns: columns(&["gk", "n", "total"]),
         },
         5 if aggregate_view.is_some() => {
@@ -411,6 +434,7 @@ fn random_view(rng: &mut StdRng, index: usize, tables: usize, earlier: &[JoinVie
                 ),
                 name,
                 reads: vec![upstream],
+                batch: None,
                 columns: columns(&["aid", "n"]),
             }
         }
@@ -423,6 +447,7 @@ fn random_view(rng: &mut StdRng, index: usize, tables: usize, earlier: &[JoinVie
             ),
             name,
             reads: Vec::new(),
+            batch: None,
             columns: columns(&["sv", "ts", "bid"]),
         },
     }
@@ -585,6 +610,7 @@ mod tests {
                     "ROLLUP",
                     "CUBE",
                     "GROUPING SETS",
+                    "ASOF",
                 ] {
                     if view.sql.contains(shape) {
                         seen.insert(shape);
@@ -595,7 +621,7 @@ mod tests {
                 seen.insert("restart");
             }
         }
-        assert_eq!(seen.len(), 18, "{seen:?}");
+        assert_eq!(seen.len(), 19, "{seen:?}");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! - [`case`]: the generator (tables, rows, views, order of events, restarts).
 //! - [`batch`]: the batch side.
 //! - [`joins`]: join cases: keyed tables with updates and deletes, random joins over them.
+//! - [`asof_joins`]: ASOF joins on an integer column, and their batch form.
 //! - [`rank_and_sets`]: OVER windows and GROUPING SETS / ROLLUP / CUBE over the keyed tables.
 //! - [`stream_joins`]: interval and window joins of two watermarked streams, evicting state.
 //!
@@ -13,6 +14,7 @@
 //! oracle-soak -- --seeds 1000` runs a long soak and prints the seed of any failure, which
 //! `--first SEED --seeds 1` replays.
 
+pub mod asof_joins;
 pub mod batch;
 pub mod case;
 pub mod joins;

@@ -344,7 +344,11 @@ impl Writer<'_> {
 
     fn top_n(&mut self, top: &TopNPlan, pad: &str, table: usize) {
         let list = |exprs: Vec<String>| exprs.join(", ");
-        let order = list(top.order_by.iter().map(|e| e.to_string()).collect());
+        let order = if top.by_stream_key {
+            "the stream key (LIMIT without ORDER BY)".to_string()
+        } else {
+            list(top.order_by.iter().map(|e| e.to_string()).collect())
+        };
         let partitions = if top.partition_by.is_empty() {
             String::new()
         } else {

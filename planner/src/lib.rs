@@ -24,6 +24,7 @@
 //!   the window-assignment kernel shared by batch queries and the streaming window operator.
 //! - [`window_exec`]: a batch query's windows, assigned as its rows stream.
 //! - [`session`]: sessions in batch, and the rule that partitions them by the GROUP BY keys.
+//! - [`outer_join_subqueries`]: correlated EXISTS / IN over an outer join, made decorrelatable.
 //! - [`stream`]: rewrites a DataFusion `LogicalPlan` into a [`StreamPlan`]: a tree of
 //!   incremental operators (inputs, projections, windows, aggregates, joins).
 //! - [`explain`]: a stream plan as EXPLAIN's text.
@@ -38,6 +39,7 @@ pub mod flink_windows;
 pub mod index_statement;
 pub mod limits;
 pub mod names;
+pub mod outer_join_subqueries;
 pub mod parse_budget;
 pub mod pg_literals;
 pub mod pg_operators;

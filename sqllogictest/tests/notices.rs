@@ -221,6 +221,20 @@ async fn a_top_n_whose_partitions_never_close_is_announced() {
         .await
         .unwrap();
     assert_eq!(drain(&mut notices), Vec::<String>::new());
+    // LIMIT without ORDER BY: which rows is unspecified in SQL; the NOTICE says which.
+    client
+        .execute(
+            "CREATE MATERIALIZED VIEW any_items AS SELECT price FROM items LIMIT 2",
+            &[],
+        )
+        .await
+        .unwrap();
+    let got = drain(&mut notices);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].contains("\"any_items\": LIMIT 2 without ORDER BY keeps the rows with the smallest stream keys (id)"),
+        "{got:?}"
+    );
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@
 //! passes its window's end. Closed windows are evicted either way. Dirty groups' accumulator
 //! states are written into the epoch's batch and merged back on restart.
 
+mod distinct;
 mod grouping;
 mod min_max;
 mod session;
@@ -25,12 +26,14 @@ use datafusion::arrow::compute::{cast, take};
 use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
+use datafusion::physical_expr::aggregate::AggregateExprBuilder;
 use eddy_planner::window::to_micros;
 use eddy_planner::{AggregatePlan, WindowBound};
 use eddy_storage::{EpochBatch, RowCodec, Store, TableId};
 
 use crate::state_size::{SizeEstimate, ENTRY_OVERHEAD};
 use crate::{Barrier, ExecError, Message, Op, Operator, Result, StreamChunk, Watermark};
+use distinct::RetractableDistinct;
 use grouping::{group_columns, grouped_rows, permanent_keys};
 use min_max::RetractableMinMax;
 use state::{rebuild_after_state, StateCodec};
@@ -75,7 +78,8 @@ impl AggregateOperator {
         let rebuild = plan
             .aggregates
             .iter()
-            .map(|a| rebuild_after_state(a))
+            // A DISTINCT aggregate over retractions keeps its values when saved.
+            .map(|a| rebuild_after_state(a) && (plan.input_append_only || !a.is_distinct()))
             .collect();
         let state_codec = StateCodec::new(probe, rebuild)?;
         let permanent = permanent_keys(&plan, &key_codec)?;
@@ -238,31 +242,57 @@ fn new_accumulators(plan: &AggregatePlan) -> Result<Vec<Box<dyn Accumulator>>> {
             if plan.input_append_only {
                 return Ok(agg.create_accumulator()?);
             }
-            let name = agg.fun().name().to_lowercase();
             if agg.is_distinct() {
-                // DataFusion's retractable DISTINCT accumulators cannot serialize their state.
-                return Err(ExecError::NotSupported(format!(
-                    "{name}(DISTINCT ...) next to other aggregates over an input with updates or deletes (alone in its query it works)"
-                )));
+                return distinct_accumulator(plan, agg);
             }
-            if name == "min" || name == "max" {
-                let data_type = agg.field().data_type().clone();
-                return Ok(Box::new(RetractableMinMax::new(name == "max", data_type)?)
-                    as Box<dyn Accumulator>);
-            }
-            // DataFusion refuses a sliding accumulator for some functions and gives one that
-            // cannot retract for others: either way the function cannot follow deletes.
-            agg.create_sliding_accumulator()
-                .ok()
-                .filter(|a| a.supports_retract_batch())
-                .ok_or_else(|| {
-                    ExecError::NotSupported(format!(
-                        "{}() cannot retract rows, so it cannot aggregate an input with updates or deletes (a table with a primary key or without APPEND ONLY, an upsert source, or a view that updates its rows)",
-                        agg.fun().name()
-                    ))
-                })
+            retractable_accumulator(agg)
         })
         .collect()
+}
+
+/// An accumulator that follows deletes, for an aggregate without DISTINCT.
+fn retractable_accumulator(
+    agg: &datafusion::physical_expr::aggregate::AggregateFunctionExpr,
+) -> Result<Box<dyn Accumulator>> {
+    let name = agg.fun().name().to_lowercase();
+    if name == "min" || name == "max" {
+        let data_type = agg.field().data_type().clone();
+        return Ok(Box::new(RetractableMinMax::new(name == "max", data_type)?));
+    }
+    // DataFusion refuses a sliding accumulator for some functions and gives one that
+    // cannot retract for others: either way the function cannot follow deletes.
+    agg.create_sliding_accumulator()
+        .ok()
+        .filter(|a| a.supports_retract_batch())
+        .ok_or_else(|| {
+            ExecError::NotSupported(format!(
+                "{}() cannot retract rows, so it cannot aggregate an input with updates or deletes (a table with a primary key or without APPEND ONLY, an upsert source, or a view that updates its rows)",
+                agg.fun().name()
+            ))
+        })
+}
+
+/// `f(DISTINCT x)` over an input that retracts: `f(x)`'s retractable accumulator over the
+/// distinct values (DataFusion's DISTINCT accumulators cannot save a state that retracts).
+fn distinct_accumulator(
+    plan: &AggregatePlan,
+    agg: &datafusion::physical_expr::aggregate::AggregateFunctionExpr,
+) -> Result<Box<dyn Accumulator>> {
+    let args = agg.expressions();
+    let [arg] = args.as_slice() else {
+        return Err(ExecError::NotSupported(format!(
+            "{}(DISTINCT ...) of several arguments over an input with updates or deletes",
+            agg.fun().name()
+        )));
+    };
+    let value_type = arg.data_type(&plan.input_schema)?;
+    let plain = AggregateExprBuilder::new(Arc::new(agg.fun().clone()), args.clone())
+        .schema(plan.input_schema.clone())
+        .alias(agg.name())
+        .with_ignore_nulls(agg.ignore_nulls())
+        .build()?;
+    let inner = retractable_accumulator(&plain)?;
+    Ok(Box::new(RetractableDistinct::new(value_type, inner)?))
 }
 
 impl Operator for AggregateOperator {

@@ -77,6 +77,7 @@ fn plan(input_append_only: bool) -> AggregatePlan {
         session: None,
         emit_on_window_close: false,
         grouping_sets: None,
+        input_schema: input_schema(),
         schema: Arc::new(Schema::new(vec![
             Field::new("k", DataType::Int64, true),
             Field::new("s", DataType::Int64, true),

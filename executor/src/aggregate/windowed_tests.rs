@@ -83,6 +83,7 @@ fn plan(emit_on_window_close: bool) -> AggregatePlan {
         session: None,
         emit_on_window_close,
         grouping_sets: None,
+        input_schema: input_schema(),
         schema: Arc::new(Schema::new(vec![
             Field::new("k", DataType::Int64, true),
             Field::new("w", time(), true),

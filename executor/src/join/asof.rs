@@ -15,7 +15,7 @@ use std::ops::Bound;
 
 use datafusion::arrow::array::Array;
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
-use eddy_planner::window::to_micros;
+use eddy_planner::stream::asof_order::{order_values, stored_width};
 use eddy_planner::{AsofOrder, AsofPlan};
 use eddy_storage::{EpochBatch, RowCodec, StorageError, Store, TableId};
 use hashbrown::{HashMap, HashSet};
@@ -27,10 +27,11 @@ use crate::{Barrier, Message, Operator, Result, StreamChunk, Watermark};
 
 /// An encoded key (a join key or a row key).
 type Bytes = Box<[u8]>;
-/// A row's place within its join key: (time in micros, row key).
-type Place = (i64, Bytes);
+/// A row's place within its join key: (order value, row key). The order value is the
+/// ordering column's (timestamps in micros), see `asof_order`.
+type Place = (i128, Bytes);
 /// A row's place among all rows: (time, join key, row key).
-type Timed = (i64, Bytes, Bytes);
+type Timed = (i128, Bytes, Bytes);
 
 /// One side's rows: join key → place → row.
 struct Rows {
@@ -41,7 +42,9 @@ struct Rows {
     by_key: HashMap<Bytes, BTreeMap<Place, Bytes>>,
     /// Every row by time (for final rows and for dropping old versions).
     by_time: BTreeSet<Timed>,
-    dirty: HashSet<(Bytes, i64, Bytes)>,
+    dirty: HashSet<(Bytes, i128, Bytes)>,
+    /// Bytes of a stored order value (8 or 16).
+    time_width: usize,
     bytes: u64,
     rows_evicted: u64,
     max_rows_per_key: u64,
@@ -56,9 +59,21 @@ fn nullable(fields: impl IntoIterator<Item = Field>) -> SchemaRef {
     ))
 }
 
-/// A time as 8 bytes that sort like the number.
-fn time_bytes(time: i64) -> [u8; 8] {
-    ((time as u64) ^ (1 << 63)).to_be_bytes()
+/// An order value as `width` (8 or 16) bytes that sort like the number.
+fn time_bytes(time: i128, width: usize) -> Vec<u8> {
+    if width == 8 {
+        ((time as i64 as u64) ^ (1 << 63)).to_be_bytes().to_vec()
+    } else {
+        ((time as u128) ^ (1 << 127)).to_be_bytes().to_vec()
+    }
+}
+
+fn time_from_bytes(bytes: &[u8]) -> Option<i128> {
+    Some(match bytes.len() {
+        8 => (u64::from_be_bytes(bytes.try_into().ok()?) ^ (1 << 63)) as i64 as i128,
+        16 => (u128::from_be_bytes(bytes.try_into().ok()?) ^ (1 << 127)) as i128,
+        _ => return None,
+    })
 }
 
 impl Rows {
@@ -66,6 +81,7 @@ impl Rows {
         table: TableId,
         side: &eddy_planner::JoinSideInfo,
         key_types: &[datafusion::arrow::datatypes::DataType],
+        time_width: usize,
         store: &dyn Store,
     ) -> Result<Self> {
         let row_fields = side
@@ -87,6 +103,7 @@ impl Rows {
             by_key: HashMap::new(),
             by_time: BTreeSet::new(),
             dirty: HashSet::new(),
+            time_width,
             bytes: 0,
             rows_evicted: 0,
             max_rows_per_key: 0,
@@ -99,19 +116,18 @@ impl Rows {
             let key_len =
                 u32::from_le_bytes(value[..4].try_into().map_err(|_| corrupt())?) as usize;
             let rest = &key[2..];
-            if rest.len() < key_len + 8 {
+            if rest.len() < key_len + time_width {
                 return Err(corrupt().into());
             }
             let (join_key, rest) = rest.split_at(key_len);
-            let (time, row_key) = rest.split_at(8);
-            let time =
-                (u64::from_be_bytes(time.try_into().map_err(|_| corrupt())?) ^ (1 << 63)) as i64;
+            let (time, row_key) = rest.split_at(time_width);
+            let time = time_from_bytes(time).ok_or_else(corrupt)?;
             rows.insert(join_key, time, row_key, value[4..].into(), false);
         }
         Ok(rows)
     }
 
-    fn insert(&mut self, join_key: &[u8], time: i64, row_key: &[u8], row: Box<[u8]>, dirty: bool) {
+    fn insert(&mut self, join_key: &[u8], time: i128, row_key: &[u8], row: Box<[u8]>, dirty: bool) {
         self.bytes += row.len() as u64;
         let rows = self.by_key.entry_ref(join_key).or_default();
         if let Some(old) = rows.insert((time, row_key.into()), row) {
@@ -124,7 +140,7 @@ impl Rows {
         }
     }
 
-    fn remove(&mut self, join_key: &[u8], time: i64, row_key: &[u8]) -> Option<Box<[u8]>> {
+    fn remove(&mut self, join_key: &[u8], time: i128, row_key: &[u8]) -> Option<Box<[u8]>> {
         let rows = self.by_key.get_mut(join_key)?;
         let row = rows.remove(&(time, row_key.into()))?;
         if rows.is_empty() {
@@ -143,10 +159,10 @@ impl Rows {
 
     fn persist(&mut self, epoch: &mut EpochBatch) {
         for (join_key, time, row_key) in self.dirty.drain() {
-            let mut key = Vec::with_capacity(10 + join_key.len() + row_key.len());
+            let mut key = Vec::with_capacity(2 + self.time_width + join_key.len() + row_key.len());
             key.extend_from_slice(&partition(&join_key).to_be_bytes());
             key.extend_from_slice(&join_key);
-            key.extend_from_slice(&time_bytes(time));
+            key.extend_from_slice(&time_bytes(time, self.time_width));
             key.extend_from_slice(&row_key);
             let row = self
                 .by_key
@@ -177,7 +193,7 @@ pub struct AsofJoinOperator {
 }
 
 /// One row of a chunk: its join key, time and row key (None when it can match nothing).
-type Parsed = Option<(Box<[u8]>, i64, Box<[u8]>)>;
+type Parsed = Option<(Box<[u8]>, i128, Box<[u8]>)>;
 
 impl AsofJoinOperator {
     pub fn new(
@@ -186,8 +202,9 @@ impl AsofJoinOperator {
         schema: SchemaRef,
         store: &dyn Store,
     ) -> Result<Self> {
-        let left = Rows::open(tables[0], &plan.left, &plan.key_types, store)?;
-        let right = Rows::open(tables[1], &plan.right, &plan.key_types, store)?;
+        let width = stored_width(&plan.order_type);
+        let left = Rows::open(tables[0], &plan.left, &plan.key_types, width, store)?;
+        let right = Rows::open(tables[1], &plan.right, &plan.key_types, width, store)?;
         let output = PairRows::new(
             schema,
             plan.left.schema.fields().len(),
@@ -221,9 +238,9 @@ impl AsofJoinOperator {
     }
 
     /// The best right row of `join_key` for a left row at `time`.
-    fn best(&self, join_key: &[u8], time: i64) -> Option<Place> {
+    fn best(&self, join_key: &[u8], time: i128) -> Option<Place> {
         let rows = self.right.by_key.get(join_key)?;
-        let earliest_at = |t: i64| {
+        let earliest_at = |t: i128| {
             rows.range((t, Box::<[u8]>::from([]))..)
                 .next()
                 .filter(|((found, _), _)| *found == t)
@@ -246,7 +263,7 @@ impl AsofJoinOperator {
 
     /// The left times whose best match a right row at `time` of `join_key` can change: from
     /// it to the next right row's time (either way, by the order).
-    fn affected(&self, join_key: &[u8], time: i64) -> (Bound<i64>, Bound<i64>) {
+    fn affected(&self, join_key: &[u8], time: i128) -> (Bound<i128>, Bound<i128>) {
         let rows = self.right.by_key.get(join_key);
         match self.plan.order {
             AsofOrder::AtOrBefore { strict } => {
@@ -309,15 +326,15 @@ impl AsofJoinOperator {
         let row_keys = rows
             .stream_key_codec
             .encode(chunk.key_columns(), chunk.len())?;
-        let times = to_micros(chunk.batch.column(time_column))?;
+        let times = order_values(chunk.batch.column(time_column), &self.plan.order_type)?;
         let stored = rows.row_codec.encode(chunk.batch.columns(), chunk.len())?;
         let parsed = (0..n)
             .map(|i| {
-                let usable = times.is_valid(i) && keys.iter().all(|k| k.is_valid(i));
-                usable.then(|| {
+                let time = times[i]?;
+                keys.iter().all(|k| k.is_valid(i)).then(|| {
                     (
                         join_keys.row(i).as_ref().into(),
-                        times.value(i),
+                        time,
                         row_keys.row(i).as_ref().into(),
                     )
                 })
@@ -428,7 +445,7 @@ impl AsofJoinOperator {
     fn rematch(
         &mut self,
         join_key: &[u8],
-        range: (Bound<i64>, Bound<i64>),
+        range: (Bound<i128>, Bound<i128>),
         changed: Place,
         gone: Option<Box<[u8]>>,
     ) -> Result<()> {
@@ -481,6 +498,7 @@ impl AsofJoinOperator {
     /// Final rows: the left rows the right watermark `bound` passed are joined with the
     /// version valid at their time and leave; versions none can need any more go too.
     fn finish_below(&mut self, bound: i64) {
+        let bound = i128::from(bound);
         while let Some((time, _, _)) = self.left.by_time.first() {
             if *time >= bound {
                 break;
@@ -497,13 +515,14 @@ impl AsofJoinOperator {
         }
         // A future left row is at or above the left watermark, a waiting one at or above the
         // oldest waiting time: below the smaller, only each key's newest version matters.
-        let waiting = self.left.by_time.first().map_or(i64::MAX, |(t, _, _)| *t);
+        let waiting = self.left.by_time.first().map_or(i128::MAX, |(t, _, _)| *t);
         let left_watermark = self
             .plan
             .clocks
             .first()
             .and_then(|c| c.terms.first())
-            .and_then(|&(_, clock, shift)| self.clocks.value(0, clock).map(|v| v + shift));
+            .and_then(|&(_, clock, shift)| self.clocks.value(0, clock).map(|v| v + shift))
+            .map(i128::from);
         let Some(horizon) = left_watermark.map(|w| w.min(waiting)) else {
             return;
         };

@@ -59,6 +59,8 @@ pub struct AggregatePlan {
     /// set's absent group columns NULL, and the grouping id ends the group key.
     pub grouping_sets: Option<Vec<GroupingSetSpec>>,
     pub schema: SchemaRef,
+    /// The input's visible columns (the aggregates' arguments are over them).
+    pub input_schema: SchemaRef,
 }
 
 impl AggregatePlan {
@@ -215,6 +217,7 @@ impl Planner<'_> {
             emit_on_window_close: emit_on_window_close && window.is_some(),
             grouping_sets: sets,
             schema: schema.clone(),
+            input_schema: Arc::new(physical_input.clone()),
         };
         let groups = plan.group_len();
         // Closed windows never change again, so window columns among the groups stay

@@ -17,11 +17,8 @@ use crate::{PlanError, Result};
 
 impl Planner<'_> {
     pub(super) fn plan_scan(&mut self, scan: &TableScan) -> Result<Planned> {
-        if scan.fetch.is_some() {
-            return Err(PlanError::NotSupported(
-                "a pushed-down LIMIT in a materialized view".into(),
-            ));
-        }
+        // A fetch is a LIMIT pushed down: DataFusion keeps the LIMIT above, planned as a top-N,
+        // so the scan reads every row (a stream has no first rows to stop at).
         let provider = source_as_provider(&scan.source)?;
         let any: &dyn std::any::Any = provider.as_ref();
         let planned = if let Some(window) = any.downcast_ref::<WindowTableProvider>() {

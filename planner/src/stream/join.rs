@@ -10,7 +10,7 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{DataType, Field, SchemaRef};
 use datafusion::common::{JoinType, NullEquality};
 use datafusion::logical_expr::type_coercion::binary::comparison_coercion;
-use datafusion::logical_expr::{Expr, ExprSchemable, Join};
+use datafusion::logical_expr::{lit, Expr, ExprSchemable, Join, LogicalPlan};
 use datafusion::physical_expr::expressions::CastExpr;
 use datafusion::physical_expr::PhysicalExpr;
 
@@ -143,7 +143,27 @@ impl Planner<'_> {
                 .as_ref()
                 .map_or("no condition (a cross join)".to_string(), |f| f.to_string())
         };
-        if join.on.is_empty() {
+        // A single-row input (an uncorrelated scalar subquery, a global aggregate) joins every
+        // row of the other: one constant key for all rows.
+        let single_row =
+            [&join.left, &join.right].map(|side| matches!(side.max_rows(), Some(0 | 1)));
+        let constant_key = join.on.is_empty() && single_row.contains(&true);
+        let on = if constant_key {
+            vec![(lit(true), lit(true))]
+        } else {
+            join.on.clone()
+        };
+        let scalar_subquery = |side: &LogicalPlan| matches!(side, LogicalPlan::SubqueryAlias(a) if a.alias.table().starts_with("__scalar_sq"));
+        if on.is_empty()
+            && [&join.left, &join.right]
+                .into_iter()
+                .any(|s| scalar_subquery(s))
+        {
+            return Err(PlanError::NotSupported(
+                "a scalar subquery that may return more than one row in a materialized view: make it return one (an aggregate without GROUP BY, LIMIT 1)".into(),
+            ));
+        }
+        if on.is_empty() {
             return Err(PlanError::NotSupported(format!(
                 "a join without an equality between its inputs in a materialized view (its condition: {}): join on at least one column of each side with =",
                 condition()
@@ -165,7 +185,7 @@ impl Planner<'_> {
         }
         let (left_schema, right_schema) = (join.left.schema(), join.right.schema());
         let (left_keys, right_keys, key_types) =
-            self.join_keys(&join.on, [left_schema, right_schema])?;
+            self.join_keys(&on, [left_schema, right_schema])?;
         let filter = match &join.filter {
             Some(filter) => {
                 let both = left_schema.join(right_schema)?;
@@ -181,16 +201,10 @@ impl Planner<'_> {
             },
             _ => None,
         };
-        let left_columns: Vec<Option<usize>> = join
-            .on
-            .iter()
-            .map(|(l, _)| column_of(l, left_schema))
-            .collect();
-        let right_columns: Vec<Option<usize>> = join
-            .on
-            .iter()
-            .map(|(_, r)| column_of(r, right_schema))
-            .collect();
+        let left_columns: Vec<Option<usize>> =
+            on.iter().map(|(l, _)| column_of(l, left_schema)).collect();
+        let right_columns: Vec<Option<usize>> =
+            on.iter().map(|(_, r)| column_of(r, right_schema)).collect();
         let unique = |node: &StreamNode, columns: &[Option<usize>]| {
             node.key_columns
                 .as_ref()
@@ -246,7 +260,7 @@ impl Planner<'_> {
             }
         };
         let both_append_only = left.node.append_only && right.node.append_only;
-        check_windows(&join.on, &left, &right, &left_columns, &right_columns)?;
+        check_windows(&on, &left, &right, &left_columns, &right_columns)?;
         // Eviction is exact only when neither input retracts: a delete of an evicted row, or of a
         // row that matched one, could not be followed.
         let pairs: Vec<(Option<usize>, Option<usize>)> = left_columns
@@ -301,8 +315,8 @@ impl Planner<'_> {
                 ..*w
             }));
         }
-        let left_names = join.on.iter().map(|(l, _)| l.to_string()).collect();
-        let right_names = join.on.iter().map(|(_, r)| r.to_string()).collect();
+        let left_names = on.iter().map(|(l, _)| l.to_string()).collect();
+        let right_names = on.iter().map(|(_, r)| r.to_string()).collect();
         let plan = JoinPlan {
             join_type: join.join_type,
             left: self.side_info(&left, left_keys, left_names, left_unique),

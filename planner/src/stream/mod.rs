@@ -13,9 +13,10 @@
 //!
 //! One file per operator: [`input`] (tables, sources, views and window TVFs), [`project`]
 //! (projections and filters), [`aggregate`], [`join`], [`union`], [`top_n`], [`over_window`],
-//! [`temporal_filter`] (`now()` in WHERE).
+//! [`temporal_filter`] (`now()` in WHERE); [`asof_order`] is the order an ASOF join keeps.
 
 mod aggregate;
+pub mod asof_order;
 mod grouping_sets;
 mod input;
 mod join;
@@ -353,6 +354,26 @@ impl StreamPlan {
             ),
             _ => None,
         })
+    }
+
+    /// What the view does that its SQL leaves unspecified, each said in a NOTICE.
+    pub fn notes(&self) -> Vec<String> {
+        self.root
+            .walk()
+            .into_iter()
+            .filter_map(|node| match &node.kind {
+                NodeKind::TopN(top) if top.by_stream_key => Some(format!(
+                    "LIMIT {} without ORDER BY keeps the rows with the smallest stream keys ({}): add an ORDER BY to choose which",
+                    top.limit,
+                    top.input_key_fields
+                        .iter()
+                        .map(|f| f.name().as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Whether operators act on the wall clock (a temporal filter, `PROCTIME()`): the view

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{DFSchema, JoinType};
+use datafusion::logical_expr::type_coercion::binary::comparison_coercion;
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, Join, Operator};
 use datafusion::physical_expr::PhysicalExpr;
@@ -36,6 +37,8 @@ pub struct AsofPlan {
     /// The ordering columns: a visible column of each side.
     pub left_time: usize,
     pub right_time: usize,
+    /// The type both ordering columns are compared as (see [`super::asof_order`]).
+    pub order_type: DataType,
     /// How many of the right side's columns the output has (the versioned table's time
     /// column may follow them).
     pub right_width: usize,
@@ -300,6 +303,24 @@ impl Planner<'_> {
             };
             (l, r, order)
         };
+        let field_type = |node: &StreamNode, column: usize| {
+            node.schema
+                .fields()
+                .get(column)
+                .map(|f| f.data_type().clone())
+                .ok_or_else(|| PlanError::Invalid("an ASOF join's ordering column".into()))
+        };
+        let (left_type, right_type) = (
+            field_type(&left.node, left_time)?,
+            field_type(&right.node, right_time)?,
+        );
+        let order_type = comparison_coercion(&left_type, &right_type)
+            .filter(super::asof_order::orderable)
+            .ok_or_else(|| {
+                PlanError::NotSupported(format!(
+                    "an ASOF join ordered by {left_type} and {right_type} (it orders by numbers, dates, times or timestamps)"
+                ))
+            })?;
         let right_clock = right.node.watermark_on(right_time);
         let left_clock = left.node.watermark_on(left_time);
         if final_rows {
@@ -336,6 +357,7 @@ impl Planner<'_> {
             key_types,
             left_time,
             right_time,
+            order_type,
             right_width,
             order,
             final_rows,

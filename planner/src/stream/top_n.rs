@@ -19,6 +19,7 @@ use datafusion::logical_expr::{
     BinaryExpr, Expr, Filter, Limit, LogicalPlan, Operator, Sort, Window,
 };
 use datafusion::physical_expr::create_physical_sort_exprs;
+use datafusion::physical_expr::expressions::Literal;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 
 use super::{NodeKind, Planned, Planner, WatermarkColumn};
@@ -63,6 +64,9 @@ pub struct TopNPlan {
     /// The input's visible columns and stream key.
     pub input_schema: SchemaRef,
     pub input_key_fields: Vec<Field>,
+    /// `LIMIT` without `ORDER BY`: `order_by` is a constant, so the rows kept are those with
+    /// the smallest stream keys (which rows is unspecified in SQL; these are deterministic).
+    pub by_stream_key: bool,
 }
 
 impl TopNPlan {
@@ -105,9 +109,24 @@ impl Planner<'_> {
             ));
         };
         let LogicalPlan::Sort(sort) = limit.input.as_ref() else {
-            return Err(PlanError::NotSupported(
-                "LIMIT without ORDER BY in a materialized view (which rows it keeps would depend on arrival order): add an ORDER BY".into(),
-            ));
+            // Ties are broken by the stream key: with one constant to order by, every row ties.
+            let planned = self.plan_node(&limit.input)?;
+            let constant = PhysicalSortExpr::new_default(Arc::new(Literal::new(
+                ScalarValue::Boolean(Some(true)),
+            )));
+            let mut planned = self.top_n(
+                planned,
+                Vec::new(),
+                vec![constant],
+                RankKind::RowNumber,
+                offset,
+                limit_rows,
+                false,
+            )?;
+            if let NodeKind::TopN(top) = &mut planned.node.kind {
+                top.by_stream_key = true;
+            }
+            return Ok(planned);
         };
         let planned = self.plan_node(&sort.input)?;
         let order_by = self.sort_exprs(sort, sort.input.schema())?;
@@ -257,6 +276,7 @@ impl Planner<'_> {
             emit_on_close: self.emit_on_window_close && close.is_some() && input_append_only,
             input_schema: input.schema.clone(),
             input_key_fields: input.key_fields.clone(),
+            by_stream_key: false,
         };
         let schema = input.schema.clone();
         let watermarks = if input_append_only {

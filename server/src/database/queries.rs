@@ -23,6 +23,7 @@ impl Database {
         let plan = crate::pg::ast::int_literals::narrow_integer_literals(plan)?;
         let plan = crate::pg::types::interval_input::type_text_compared_with_intervals(plan)?;
         let plan = crate::pg::plan::casts::as_postgres_casts(plan)?;
+        let plan = eddy_planner::outer_join_subqueries::drop_padded_side_correlations(plan)?;
         let plan = crate::pg::plan::oid_markings::mark_case_results(plan)?;
         let plan = match output_names {
             Some(names) => crate::pg::ast::output_names::with_output_names(plan, &names)?,

@@ -48,6 +48,7 @@ impl Database {
         let schema = plan.schema.clone();
         let unbounded = plan.unbounded_state();
         let not_replayable = plan.not_replayable();
+        let notes = plan.notes();
         let id = self
             .engine
             .create_view(name.to_string(), sql.to_string(), plan)
@@ -65,6 +66,9 @@ impl Database {
                 notices.push(format!(
                     "materialized view \"{name}\" is not replayable: {why}"
                 ));
+            }
+            for note in notes {
+                notices.push(format!("materialized view \"{name}\": {note}"));
             }
         }
         Ok(outcome)
@@ -104,6 +108,13 @@ impl Database {
         accepted_before: bool,
     ) -> Result<StreamPlan> {
         let mut state = self.ctx.state();
+        // Uncorrelated scalar subqueries become joins with their single row, which a view
+        // maintains (DataFusion would otherwise compute them once, at planning).
+        state
+            .config_mut()
+            .options_mut()
+            .optimizer
+            .enable_physical_uncorrelated_scalar_subquery = false;
         if accepted_before {
             state
                 .config_mut()
@@ -116,6 +127,7 @@ impl Database {
             .await?;
         let plan = crate::pg::ast::decimal_literals::rescale_exponent_literals(plan)?;
         let plan = crate::pg::plan::casts::as_postgres_casts(plan)?;
+        let plan = eddy_planner::outer_join_subqueries::drop_padded_side_correlations(plan)?;
         let plan = eddy_planner::distinct_on::distinct_on_as_rank(plan)?;
         // Before the optimizer folds now() into the time of this statement.
         let plan = eddy_planner::wall_clock::mark_now(plan)?;
