@@ -412,9 +412,14 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                         lookup.table
                     ))
                 })?;
+                let emitted = match lookup.left_retracts {
+                    true => Some(self.state_id()?),
+                    false => None,
+                };
                 Box::new(LookupJoinOperator::new(
                     (**lookup).clone(),
                     relation,
+                    emitted,
                     node.schema.clone(),
                     self.store.clone(),
                 )?)

@@ -279,8 +279,17 @@ impl Writer<'_> {
                 ));
             }
             NodeKind::Lookup(lookup) => {
+                let state = match (lookup.by_index, lookup.left_retracts) {
+                    (false, false) => "no join state".to_string(),
+                    (true, false) => format!("an index of \"{}\" by the join key", lookup.table),
+                    (false, true) => format!("state: table {} (each left row's output rows)", tables[0]),
+                    (true, true) => format!(
+                        "an index of \"{}\" by the join key; state: table {} (each left row's output rows)",
+                        lookup.table, tables[0]
+                    ),
+                };
                 self.lines.push(format!(
-                    "{pad}LookupJoin {} on {} into the current rows of \"{}\" (no join state; changes to \"{}\" emit nothing; not replayable)",
+                    "{pad}LookupJoin {} on {} into the current rows of \"{}\" ({state}; changes to \"{}\" emit nothing; not replayable)",
                     if lookup.outer { "LEFT" } else { "INNER" },
                     keys_text(&lookup.left.key_names, &lookup.right.key_names, false),
                     lookup.table,

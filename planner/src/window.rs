@@ -390,7 +390,10 @@ impl TableFunctionImpl for WindowTableFunction {
         if exprs.len() < min || exprs.len() > max {
             return plan_err!("{name} takes {}", self.function.usage());
         }
-        let Expr::Column(table) = &exprs[0] else {
+        // Inside a correlated subquery DataFusion resolves the arguments against the outer
+        // query first, so a name the outer query also has arrives as an outer reference: the
+        // arguments name the TVF's own table and its column either way.
+        let (Expr::Column(table) | Expr::OuterReferenceColumn(_, table)) = &exprs[0] else {
             return plan_err!(
                 "{name}: the first argument must be a table name, got {}",
                 exprs[0]
@@ -414,7 +417,7 @@ impl TableFunctionImpl for WindowTableFunction {
         let Some(inner) = inner else {
             return plan_err!("{name}: table \"{table_name}\" does not exist");
         };
-        let Expr::Column(time) = &exprs[1] else {
+        let (Expr::Column(time) | Expr::OuterReferenceColumn(_, time)) = &exprs[1] else {
             return plan_err!(
                 "{name}: the second argument must be a column, got {}",
                 exprs[1]

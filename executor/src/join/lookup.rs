@@ -1,12 +1,18 @@
 //! Lookup joins (`JOIN t FOR SYSTEM_TIME AS OF PROCTIME()`): each left row is joined with the
-//! row of `t` its key finds now, read from `t`'s own stored rows. The join keeps no state of
-//! its own: changes to `t` in the current epoch (not yet in the store) are kept until the
-//! epoch commits, and emit nothing. The answer depends on when rows arrive: a replay joins
-//! with the rows of the replay's time.
+//! rows of `t` its key finds now. When the join names `t`'s whole primary key, the one row is
+//! read from `t`'s own stored rows, and changes to `t` in the current epoch (not yet in the
+//! store) are kept until the epoch commits. Otherwise (no primary key: several version rows
+//! per key) the operator indexes `t`'s rows by the join key, built from the store when it
+//! starts and kept up to date by `t`'s changes; each match is an output row. Changes to `t`
+//! emit nothing. Over a left input that retracts, each left row's output rows are kept (a state
+//! table) so that its retraction retracts exactly them. The answer depends on when rows arrive:
+//! a replay joins with the rows of the replay's time.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
+use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use eddy_planner::LookupPlan;
 use eddy_storage::keys::table_key;
@@ -14,7 +20,11 @@ use eddy_storage::{EpochBatch, RowCodec, Store, TableId};
 use hashbrown::HashMap;
 
 use super::pairs::PairRows;
+use super::state::SideState;
 use crate::{Barrier, Message, Operator, Result, StreamChunk};
+
+/// The table's rows by join key: join key → row key → row as the plan reads it.
+type Index = HashMap<Box<[u8]>, BTreeMap<Box<[u8]>, Box<[u8]>>>;
 
 /// Where a looked-up table keeps its rows: its id, key fields and stored columns.
 #[derive(Debug, Clone)]
@@ -37,6 +47,11 @@ pub struct LookupJoinOperator {
     /// The table's changes of this epoch: key → row as the plan reads it (None: deleted).
     pending: HashMap<Box<[u8]>, Option<Box<[u8]>>>,
     output: PairRows,
+    /// `by_index`: the table's rows by join key, and the join key's and right key's encodings.
+    index: Option<(Index, RowCodec, RowCodec)>,
+    /// A left input that retracts: left row key → (ordinal → the right row it was output
+    /// with; empty for a row padded with NULLs), and the left key's encoding.
+    emitted: Option<(SideState, RowCodec)>,
 }
 
 fn nullable(fields: impl IntoIterator<Item = Field>) -> SchemaRef {
@@ -62,16 +77,34 @@ impl LookupJoinOperator {
     pub fn new(
         plan: LookupPlan,
         relation: StoredRelation,
+        emitted_table: Option<TableId>,
         schema: SchemaRef,
         store: Arc<dyn Store>,
     ) -> Result<Self> {
-        let output = PairRows::new(
+        let mut output = PairRows::new(
             schema,
             plan.left.schema.fields().len(),
             plan.left.key_fields.len(),
             plan.right.schema.fields().len(),
         );
-        Ok(Self {
+        if plan.by_index {
+            output = output.keyed_by_both(plan.right.key_fields.len());
+        }
+        let emitted = match emitted_table {
+            Some(table) => Some((
+                SideState::open(
+                    table,
+                    &plan.right.schema,
+                    &plan.right.key_fields,
+                    &[],
+                    None,
+                    store.as_ref(),
+                )?,
+                RowCodec::new(nullable(plan.left.key_fields.iter().cloned()))?,
+            )),
+            None => None,
+        };
+        let mut operator = Self {
             key_codec: RowCodec::new(nullable(relation.key_fields.iter().cloned()))?,
             stored_codec: RowCodec::new(nullable(
                 relation.schema.fields().iter().map(|f| f.as_ref().clone()),
@@ -83,7 +116,84 @@ impl LookupJoinOperator {
             store,
             pending: HashMap::new(),
             output,
-        })
+            index: None,
+            emitted,
+        };
+        if operator.plan.by_index {
+            operator.build_index()?;
+        }
+        Ok(operator)
+    }
+
+    /// Indexes the table's stored rows by the join key.
+    fn build_index(&mut self) -> Result<()> {
+        let types = self
+            .plan
+            .right
+            .keys
+            .iter()
+            .map(|k| k.data_type(&self.plan.right.schema))
+            .collect::<Result<Vec<_>, _>>()?;
+        let join_key_codec = RowCodec::new(nullable(
+            types
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| Field::new(format!("k{i}"), t, true)),
+        ))?;
+        let right_key_codec = RowCodec::new(nullable(self.plan.right.key_fields.iter().cloned()))?;
+        self.index = Some((Index::new(), join_key_codec, right_key_codec));
+        let (keys, rows): (Vec<Box<[u8]>>, Vec<Vec<u8>>) = self
+            .store
+            .scan_table(self.table)?
+            .into_iter()
+            .map(|(k, v)| (k.into_boxed_slice(), v))
+            .unzip();
+        for (keys, rows) in keys.chunks(4096).zip(rows.chunks(4096)) {
+            let read = self.as_read(rows.to_vec(), keys)?;
+            let batch = self.right_codec.decode(read.iter().map(|r| r.as_ref()))?;
+            let ops = vec![crate::Op::Insert; batch.num_rows()];
+            self.index_rows(&batch, &ops)?;
+        }
+        Ok(())
+    }
+
+    /// Applies rows of the right side (visible columns, then its key) to the index.
+    fn index_rows(&mut self, batch: &RecordBatch, ops: &[crate::Op]) -> Result<()> {
+        let Some((index, join_key_codec, right_key_codec)) = &mut self.index else {
+            return Ok(());
+        };
+        let n = batch.num_rows();
+        let width = self.plan.right.schema.fields().len();
+        let keys = self
+            .plan
+            .right
+            .keys
+            .iter()
+            .map(|e| e.evaluate(batch)?.into_array(n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let join_keys = join_key_codec.encode(&keys, n)?;
+        let row_keys = right_key_codec.encode(&batch.columns()[width..], n)?;
+        let rows = self.right_codec.encode(batch.columns(), n)?;
+        for (i, op) in ops.iter().enumerate() {
+            // A NULL join key matches nothing.
+            if keys.iter().any(|k| k.is_null(i)) {
+                continue;
+            }
+            let join_key = join_keys.row(i);
+            let row_key: Box<[u8]> = row_keys.row(i).as_ref().into();
+            if op.is_insert() {
+                index
+                    .entry_ref(join_key.as_ref())
+                    .or_default()
+                    .insert(row_key, rows.row(i).as_ref().into());
+            } else if let Some(bucket) = index.get_mut(join_key.as_ref()) {
+                bucket.remove(&row_key);
+                if bucket.is_empty() {
+                    index.remove(join_key.as_ref());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The stored rows of `keys` (the table's encoding), projected and keyed as the plan reads
@@ -108,8 +218,29 @@ impl LookupJoinOperator {
         Ok(rows.iter().map(|r| r.as_ref().into()).collect())
     }
 
-    fn apply_left(&mut self, chunk: &StreamChunk, out: &mut Vec<Message>) -> Result<()> {
+    /// Each inserted left row's matches (as the plan reads the right side); none for others.
+    fn matches(&self, chunk: &StreamChunk) -> Result<Vec<Vec<Box<[u8]>>>> {
         let n = chunk.len();
+        let mut found: Vec<Vec<Box<[u8]>>> = vec![Vec::new(); n];
+        if let Some((index, join_key_codec, _)) = &self.index {
+            let keys = self
+                .plan
+                .left
+                .keys
+                .iter()
+                .map(|e| e.evaluate(&chunk.batch)?.into_array(n))
+                .collect::<Result<Vec<_>, _>>()?;
+            let encoded = join_key_codec.encode(&keys, n)?;
+            for (i, slot) in found.iter_mut().enumerate() {
+                if !chunk.ops[i].is_insert() || keys.iter().any(|k| k.is_null(i)) {
+                    continue;
+                }
+                if let Some(bucket) = index.get(encoded.row(i).as_ref()) {
+                    slot.extend(bucket.values().cloned());
+                }
+            }
+            return Ok(found);
+        }
         let keys = self
             .plan
             .lookup_keys
@@ -118,16 +249,15 @@ impl LookupJoinOperator {
             .collect::<Result<Vec<_>, _>>()?;
         let encoded = self.key_codec.encode(&keys, n)?;
         // Each row's match: this epoch's change of the table, else its stored row.
-        let mut found: Vec<Option<Box<[u8]>>> = vec![None; n];
         let mut from_store: Vec<(usize, Box<[u8]>, Vec<u8>)> = Vec::new();
         for (i, slot) in found.iter_mut().enumerate() {
-            if keys.iter().any(|k| k.is_null(i)) {
+            if !chunk.ops[i].is_insert() || keys.iter().any(|k| k.is_null(i)) {
                 continue;
             }
             let row = encoded.row(i);
             let key = row.as_ref();
             match self.pending.get(key) {
-                Some(row) => *slot = row.clone(),
+                Some(row) => slot.extend(row.clone()),
                 None => {
                     if let Some(row) = self.store.get(&table_key(self.table, key))? {
                         from_store.push((i, key.into(), row));
@@ -138,52 +268,90 @@ impl LookupJoinOperator {
         let rows: Vec<Vec<u8>> = from_store.iter().map(|(_, _, r)| r.clone()).collect();
         let read_keys: Vec<Box<[u8]>> = from_store.iter().map(|(_, k, _)| k.clone()).collect();
         for ((i, _, _), row) in from_store.iter().zip(self.as_read(rows, &read_keys)?) {
-            found[*i] = Some(row);
+            found[*i].push(row);
         }
+        Ok(found)
+    }
+
+    fn apply_left(&mut self, chunk: &StreamChunk, out: &mut Vec<Message>) -> Result<()> {
+        let mut found = self.matches(chunk)?;
+        self.filter(chunk, &mut found)?;
         let left_rows = self.left_codec.encode(chunk.batch.columns(), chunk.len())?;
-        let passed = self.filter(chunk, &found)?;
-        for (i, right) in found.iter().enumerate() {
-            let right = right
-                .as_deref()
-                .filter(|_| passed.as_ref().is_none_or(|p| p[i]));
-            if right.is_some() || self.plan.outer {
-                self.output
-                    .push(chunk.ops[i].is_insert(), left_rows.row(i).as_ref(), right);
+        let left_keys = match &self.emitted {
+            Some((_, codec)) => Some(codec.encode(chunk.key_columns(), chunk.len())?),
+            None => None,
+        };
+        for (i, rights) in found.into_iter().enumerate() {
+            let left = left_rows.row(i);
+            let insert = chunk.ops[i].is_insert();
+            // The output rows of this left row: its matches now, or those it was output with.
+            let rights: Vec<Option<Box<[u8]>>> = match &left_keys {
+                Some(keys) if !insert => self.take_emitted(keys.row(i).as_ref()),
+                _ if rights.is_empty() && self.plan.outer => vec![None],
+                _ => rights.into_iter().map(Some).collect(),
+            };
+            if insert {
+                if let (Some((emitted, _)), Some(keys)) = (&mut self.emitted, &left_keys) {
+                    for (ordinal, right) in rights.iter().enumerate() {
+                        let row = right.clone().unwrap_or_default();
+                        let ordinal = (ordinal as u32).to_be_bytes();
+                        emitted.insert(keys.row(i).as_ref(), &ordinal, row, 0, None, true);
+                    }
+                }
+            }
+            for right in rights {
+                self.output.push(insert, left.as_ref(), right.as_deref());
+            }
+            if self.output.len() >= super::SLICE_ROWS {
+                self.output.emit(&self.left_codec, &self.right_codec, out)?;
             }
         }
         self.output.emit(&self.left_codec, &self.right_codec, out)
     }
 
-    /// The residual predicate on each row and its match (rows without one fail).
-    fn filter(
-        &self,
-        chunk: &StreamChunk,
-        found: &[Option<Box<[u8]>>],
-    ) -> Result<Option<Vec<bool>>> {
-        let Some(filter) = &self.plan.filter else {
-            return Ok(None);
+    /// The right rows a left row was output with (None: padded with NULLs), forgotten.
+    fn take_emitted(&mut self, left_key: &[u8]) -> Vec<Option<Box<[u8]>>> {
+        let Some((emitted, _)) = &mut self.emitted else {
+            return Vec::new();
         };
-        let present: Vec<&[u8]> = found.iter().filter_map(|r| r.as_deref()).collect();
-        let rights = self.right_codec.decode(present)?;
-        let mut next = 0u32;
-        let indices: datafusion::arrow::array::UInt32Array = found
+        let Some(bucket) = emitted.buckets.get(left_key) else {
+            return Vec::new();
+        };
+        let kept: Vec<_> = bucket
             .iter()
-            .map(|r| {
-                r.as_ref().map(|_| {
-                    next += 1;
-                    next - 1
-                })
-            })
+            .map(|(ordinal, entry)| (ordinal.clone(), entry.row.clone()))
             .collect();
-        let width = self.plan.right.schema.fields().len();
-        let mut columns: Vec<ArrayRef> = chunk.visible_columns().to_vec();
-        for column in &rights.columns()[..width] {
-            columns.push(datafusion::arrow::compute::take(
-                column.as_ref(),
-                &indices,
-                None,
-            )?);
+        kept.into_iter()
+            .map(|(ordinal, row)| {
+                emitted.remove(left_key, &ordinal);
+                (!row.is_empty()).then_some(row)
+            })
+            .collect()
+    }
+
+    /// Keeps the matches that pass the residual predicate (evaluated on all pairs at once).
+    fn filter(&self, chunk: &StreamChunk, found: &mut [Vec<Box<[u8]>>]) -> Result<()> {
+        let Some(filter) = &self.plan.filter else {
+            return Ok(());
+        };
+        let lefts: UInt32Array = found
+            .iter()
+            .enumerate()
+            .flat_map(|(i, rights)| std::iter::repeat_n(i as u32, rights.len()))
+            .collect();
+        if lefts.is_empty() {
+            return Ok(());
         }
+        let rights = self
+            .right_codec
+            .decode(found.iter().flatten().map(|r| r.as_ref()))?;
+        let width = self.plan.right.schema.fields().len();
+        let mut columns: Vec<ArrayRef> = chunk
+            .visible_columns()
+            .iter()
+            .map(|c| take(c.as_ref(), &lefts, None))
+            .collect::<Result<_, _>>()?;
+        columns.extend(rights.columns()[..width].iter().cloned());
         let fields: Vec<Field> = columns
             .iter()
             .enumerate()
@@ -192,15 +360,25 @@ impl LookupJoinOperator {
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
         let mask = filter.evaluate(&batch)?.into_array(batch.num_rows())?;
         let mask = mask.as_boolean();
-        Ok(Some(
-            (0..mask.len())
-                .map(|i| found[i].is_some() && mask.is_valid(i) && mask.value(i))
-                .collect(),
-        ))
+        let mut pair = 0;
+        for rights in found.iter_mut() {
+            let mut kept = Vec::with_capacity(rights.len());
+            for right in rights.drain(..) {
+                if mask.is_valid(pair) && mask.value(pair) {
+                    kept.push(right);
+                }
+                pair += 1;
+            }
+            *rights = kept;
+        }
+        Ok(())
     }
 
-    /// The table's changes: kept for lookups until they are committed.
+    /// The table's changes: kept for lookups until they are committed (or in the index).
     fn apply_right(&mut self, chunk: &StreamChunk) -> Result<()> {
+        if self.index.is_some() {
+            return self.index_rows(&chunk.batch, &chunk.ops);
+        }
         let keys = self.key_codec.encode(chunk.key_columns(), chunk.len())?;
         let rows = self
             .right_codec
@@ -253,11 +431,14 @@ impl Operator for LookupJoinOperator {
     fn process_barrier(
         &mut self,
         _barrier: Barrier,
-        _epoch: &mut EpochBatch,
+        epoch: &mut EpochBatch,
         _out: &mut Vec<Message>,
     ) -> Result<()> {
         // The table's rows of this epoch are committed with it: read from the store next.
         self.pending.clear();
+        if let Some((emitted, _)) = &mut self.emitted {
+            emitted.persist(epoch);
+        }
         Ok(())
     }
 }

@@ -18,6 +18,9 @@ pub(super) struct PairRows {
     left_width: usize,
     left_key_len: usize,
     right_width: usize,
+    /// The right key's columns follow the left key's in the output key (0: keyed by the left
+    /// row alone, which has at most one output row).
+    right_key_len: usize,
     rows: Vec<PairRow>,
 }
 
@@ -34,8 +37,15 @@ impl PairRows {
             left_width,
             left_key_len,
             right_width,
+            right_key_len: 0,
             rows: Vec::new(),
         }
+    }
+
+    /// Output rows keyed by the left key then the right key (NULLs for a padded row).
+    pub fn keyed_by_both(mut self, right_key_len: usize) -> Self {
+        self.right_key_len = right_key_len;
+        self
     }
 
     pub fn push(&mut self, insert: bool, left: &[u8], right: Option<&[u8]>) {
@@ -77,7 +87,11 @@ impl PairRows {
         for column in &rights.columns()[..self.right_width] {
             columns.push(take(column.as_ref(), &indices, None)?);
         }
-        let key = lefts.columns()[self.left_width..self.left_width + self.left_key_len].to_vec();
+        let mut key =
+            lefts.columns()[self.left_width..self.left_width + self.left_key_len].to_vec();
+        for column in &rights.columns()[self.right_width..self.right_width + self.right_key_len] {
+            key.push(take(column.as_ref(), &indices, None)?);
+        }
         let ops = rows.iter().map(|(op, _, _)| *op).collect();
         out.push(Message::Chunk(StreamChunk::new(
             ops,

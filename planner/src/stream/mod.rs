@@ -203,6 +203,7 @@ impl StreamNode {
             | NodeKind::OverWindow(_)
             | NodeKind::TemporalFilter(_) => 1,
             NodeKind::Join(_) | NodeKind::Asof(_) => 2,
+            NodeKind::Lookup(lookup) => lookup.state_tables(),
             _ => 0,
         }
     }

@@ -67,6 +67,21 @@ pub struct LookupPlan {
     pub lookup_keys: Vec<Arc<dyn PhysicalExpr>>,
     /// The residual predicate, over the left's then the right's visible columns.
     pub filter: Option<Arc<dyn PhysicalExpr>>,
+    /// The equalities do not name the table's whole primary key (or it has none): a left row
+    /// may match several rows, found in an index of the table's rows by the join key (the
+    /// sides' `keys`) that the operator builds from the table and keeps up to date; the
+    /// output is keyed by both sides' keys.
+    pub by_index: bool,
+    /// The left input updates or deletes: each left row's output rows are kept (state table)
+    /// so that its retraction retracts exactly them.
+    pub left_retracts: bool,
+}
+
+impl LookupPlan {
+    /// The state tables the operator writes (the left rows' output rows, when they retract).
+    pub fn state_tables(&self) -> usize {
+        usize::from(self.left_retracts)
+    }
 }
 
 /// The marker function wrapping a join's condition, if any: its name and arguments.
@@ -239,12 +254,18 @@ impl Planner<'_> {
                 time,
             )?
         };
+        // Each left row has at most one output row, unless a lookup finds several.
+        let mut key_fields: Vec<_> = left.node.key_fields.iter().map(key_field).collect();
+        let mut key_columns = left.node.key_columns.clone();
+        if matches!(&kind, NodeKind::Lookup(lookup) if lookup.by_index) {
+            key_fields.extend(right.node.key_fields.iter().map(key_field));
+            key_columns = None;
+        }
         let node = StreamNode {
             kind,
             schema: Arc::new(join.schema.as_arrow().clone()),
-            // Each left row has at most one output row.
-            key_fields: left.node.key_fields.iter().map(key_field).collect(),
-            key_columns: left.node.key_columns.clone(),
+            key_fields,
+            key_columns,
             append_only,
             watermarks,
             windows: left.node.windows.clone(),
@@ -422,23 +443,14 @@ impl Planner<'_> {
             ));
         };
         let source = self.inputs[*input].source.clone();
-        if !left_info.append_only {
-            return Err(PlanError::NotSupported(
-                "a lookup join (FOR SYSTEM_TIME AS OF PROCTIME()) over a left input with updates or deletes (a retraction would need the row it was joined with then)".into(),
-            ));
-        }
-        let Some(table_key) = &source.key_columns else {
-            return Err(PlanError::NotSupported(format!(
-                "a lookup join into \"{}\", which has no primary key: look up a table with a PRIMARY KEY or a materialized view by its key",
-                source.name
-            )));
-        };
-        // Every key column of the table, in key order, from an equality.
+        // Every key column of the table, in key order, from an equality: then a point read of
+        // the table finds the one match; otherwise the operator indexes the table.
         let right_columns: Vec<Option<usize>> = condition
             .keys
             .iter()
             .map(|(_, r)| side_column(r, schemas).map(|(_, c)| c))
             .collect();
+        let table_key = source.key_columns.clone().unwrap_or_default();
         let mut lookup_keys = Vec::with_capacity(table_key.len());
         for (i, &key) in table_key.iter().enumerate() {
             // The key column's place among the columns the plan reads.
@@ -448,11 +460,8 @@ impl Planner<'_> {
             };
             let pair = read.and_then(|c| right_columns.iter().position(|r| *r == Some(c)));
             let Some(pair) = pair else {
-                return Err(PlanError::NotSupported(format!(
-                    "a lookup join must join on every key column of \"{}\" (missing {})",
-                    source.name,
-                    source.columns.get(key).map_or("?", |c| c.as_str())
-                )));
+                lookup_keys.clear();
+                break;
             };
             let (l, _) = &condition.keys[pair];
             let want = source.key_fields[i].data_type().clone();
@@ -463,6 +472,8 @@ impl Planner<'_> {
                 &want,
             ));
         }
+        let by_index = lookup_keys.is_empty();
+        let left_retracts = !left_info.append_only;
         let filter = match condition.residual.iter().cloned().reduce(Expr::and) {
             Some(predicate) => {
                 let both = schemas[0].join(schemas[1])?;
@@ -478,7 +489,9 @@ impl Planner<'_> {
             right: right_info,
             lookup_keys,
             filter,
+            by_index,
+            left_retracts,
         };
-        Ok((NodeKind::Lookup(Box::new(plan)), true, Vec::new()))
+        Ok((NodeKind::Lookup(Box::new(plan)), !left_retracts, Vec::new()))
     }
 }
