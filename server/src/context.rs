@@ -108,6 +108,7 @@ fn install_after_catalogs(ctx: &SessionContext) -> Result<()> {
     functions::json_agg::register(ctx);
     functions::interval_arithmetic::register(ctx)?;
     functions::scalar::register(ctx)?;
+    functions::encode::register(ctx);
     ctx.register_udf(functions::type_of::pg_typeof());
     Ok(())
 }

@@ -15,3 +15,8 @@ SELECT '\xzz'::bytea
 SELECT '\9'::bytea
 INSERT INTO bytes VALUES (5, '\xf')
 SELECT count(*) AS n FROM bytes
+-- encode and decode in Postgres' formats: escape, base64 (padded, broken into lines of 76), hex.
+SELECT encode('\x0001ff5c41'::bytea, 'escape') AS e, decode('\000\001\377\\A', 'escape') AS d
+SELECT encode('ab'::bytea, 'base64') AS b, decode('YW I=', 'base64') AS d, encode('\x00ff'::bytea, 'hex') AS h
+SELECT encode(decode(repeat('ab', 60), 'hex'), 'base64') AS long
+SELECT decode('\9', 'escape')

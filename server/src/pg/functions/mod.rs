@@ -4,6 +4,7 @@
 pub mod at_time_zone;
 pub mod caps;
 pub mod date;
+pub mod encode;
 pub mod extract;
 pub mod interval_arithmetic;
 pub mod json;

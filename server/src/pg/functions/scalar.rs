@@ -507,20 +507,6 @@ impl FunctionRewrite for PostgresVariants {
                     ScalarFunction::new_udf(remove_all, call.args.clone()),
                 )))
             }
-            "encode" | "decode" => {
-                let mut args = call.args.clone();
-                let is_base64 = |e: &Expr| {
-                    matches!(e, Expr::Literal(ScalarValue::Utf8(Some(f)), _)
-                        if f.eq_ignore_ascii_case("base64"))
-                };
-                if args.len() != 2 || !is_base64(&args[1]) {
-                    return Ok(Transformed::no(expr));
-                }
-                args[1] = datafusion::logical_expr::lit("base64pad");
-                Ok(Transformed::yes(Expr::ScalarFunction(
-                    ScalarFunction::new_udf(call.func.clone(), args),
-                )))
-            }
             _ => Ok(Transformed::no(expr)),
         }
     }

@@ -76,6 +76,17 @@ impl AnalyzerRule for PostgresByteaInput {
                             },
                         ))
                     }
+                    // `decode(text, format)` reads its text as written: the cast coercion put
+                    // on it is no bytea input.
+                    Expr::ScalarFunction(mut call)
+                        if call.func.name() == "decode"
+                            && call.args.first().and_then(input_text).is_some() =>
+                    {
+                        if let Some(text) = call.args.first().and_then(input_text) {
+                            call.args[0] = Expr::Cast(Cast::new(Box::new(text), DataType::Binary));
+                        }
+                        Ok(Transformed::yes(Expr::ScalarFunction(call)))
+                    }
                     Expr::ScalarFunction(call)
                         if matches!(
                             call.func.name(),
@@ -99,6 +110,15 @@ impl AnalyzerRule for PostgresByteaInput {
 
     fn name(&self) -> &str {
         "eddy_postgres_bytea_input"
+    }
+}
+
+/// The text a `bytea_in(text)` (or a cast of one) reads.
+fn input_text(expr: &Expr) -> Option<Expr> {
+    match expr {
+        Expr::ScalarFunction(call) if call.func.name() == "bytea_in" => call.args.first().cloned(),
+        Expr::Cast(Cast { expr, .. }) => input_text(expr),
+        _ => None,
     }
 }
 
