@@ -1,18 +1,18 @@
 //! The database: its objects (tables, views, sources, indexes) and statement dispatch —
 //! catalog changes go to the engine, queries to DataFusion.
 
-pub mod add_primary_key;
-pub mod create_table;
-pub mod create_table_as;
-pub mod ddl;
-pub mod dispatch;
-pub mod dml;
-pub mod dml_exprs;
-pub mod indexes;
-pub mod plain_views;
-pub mod queries;
-pub mod sources;
-pub mod views;
+pub(crate) mod add_primary_key;
+pub(crate) mod create_table;
+pub(crate) mod create_table_as;
+pub(crate) mod ddl;
+pub(crate) mod dispatch;
+pub(crate) mod dml;
+pub(crate) mod dml_exprs;
+pub(crate) mod indexes;
+pub(crate) mod plain_views;
+pub(crate) mod queries;
+pub(crate) mod sources;
+pub(crate) mod views;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};

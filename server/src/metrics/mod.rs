@@ -8,12 +8,12 @@
 //! - [`queries`]: statements run, their latency, errors by SQLSTATE, open connections.
 //! - [`http`]: the `/metrics` endpoint.
 
-pub mod commits;
-pub mod engine;
+pub(crate) mod commits;
+pub(crate) mod engine;
 pub mod http;
-pub mod logins;
+pub(crate) mod logins;
 pub mod queries;
-pub mod restore;
+pub(crate) mod restore;
 
 use eddy_executor::EngineHandle;
 use prometheus::Registry;

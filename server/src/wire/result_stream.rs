@@ -3,14 +3,11 @@
 //! error (a value the wire encoding cannot carry, a failing expression, the statement timeout)
 //! ends the result.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use arrow_pg::datatypes::encode_recordbatch;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::execution::SendableRecordBatchStream;
 use futures::{Stream, StreamExt};
-use pgwire::api::results::FieldInfo;
 use pgwire::error::PgWireResult;
 use pgwire::messages::data::DataRow;
 
@@ -54,20 +51,6 @@ where
         };
         futures::stream::iter(rows)
     })
-}
-
-/// One batch's rows as arrow-pg encodes them, up to and including the first that fails
-/// (arrow-pg's iterator repeats a failing row forever: it does not move past it).
-pub fn arrow_rows(fields: Arc<Vec<FieldInfo>>, batch: RecordBatch) -> Vec<PgWireResult<DataRow>> {
-    let mut rows = Vec::with_capacity(batch.num_rows());
-    for row in encode_recordbatch(fields, batch) {
-        let failed = row.is_err();
-        rows.push(row);
-        if failed {
-            break;
-        }
-    }
-    rows
 }
 
 #[derive(Debug)]
