@@ -23,6 +23,7 @@ use crate::operators::{
     FilterOperator, InputOperator, MaterializeOperator, ProctimeOperator, ProjectOperator,
     UnionOperator, WindowOperator,
 };
+use crate::state_table::{StateContext, StateTableStats};
 use crate::stats::JoinSideStats;
 use crate::{Barrier, ExecError, Message, Operator, Result, StreamChunk};
 
@@ -55,12 +56,13 @@ impl Graph {
     pub fn build(
         plan: &StreamPlan,
         table_ids: &[TableId],
-        store: &Arc<dyn Store>,
+        state: &StateContext,
         relations: &dyn Fn(&str) -> Option<StoredRelation>,
     ) -> Result<Self> {
         let mut builder = Builder {
             plan,
-            store,
+            store: &state.store,
+            state,
             relations,
             state_ids: table_ids.iter().skip(1).copied(),
             nodes: Vec::new(),
@@ -274,6 +276,14 @@ impl Graph {
         self.nodes.iter().map(|n| n.operator.rows_failed()).sum()
     }
 
+    /// Every operator's state tables, in build order.
+    pub fn state_tables(&self) -> Vec<StateTableStats> {
+        self.nodes
+            .iter()
+            .flat_map(|n| n.operator.state_tables())
+            .collect()
+    }
+
     /// Every join's state, per side, joins numbered in build order.
     pub fn join_state(&self) -> Vec<JoinSideStats> {
         let mut sides = Vec::new();
@@ -293,6 +303,7 @@ impl Graph {
 struct Builder<'a, I> {
     plan: &'a StreamPlan,
     store: &'a Arc<dyn Store>,
+    state: &'a StateContext,
     relations: &'a dyn Fn(&str) -> Option<StoredRelation>,
     state_ids: I,
     nodes: Vec<Node>,
@@ -361,7 +372,7 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                     (**join).clone(),
                     tables,
                     node.schema.clone(),
-                    self.store.as_ref(),
+                    self.state,
                 )?)
             }
             NodeKind::Asof(asof) => {
@@ -421,7 +432,7 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                     relation,
                     emitted,
                     node.schema.clone(),
-                    self.store.clone(),
+                    self.state,
                 )?)
             }
         };

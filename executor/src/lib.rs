@@ -32,6 +32,7 @@ pub mod operators;
 pub mod over_window;
 pub mod partition;
 pub mod state_size;
+pub mod state_table;
 pub mod stats;
 pub mod table;
 pub mod temporal_filter;

@@ -87,4 +87,9 @@ pub trait Operator: Send {
     fn join_state(&self) -> Vec<JoinSideStats> {
         Vec::new()
     }
+
+    /// The operator's state tables: rows in the store, cache, reads and writes.
+    fn state_tables(&self) -> Vec<crate::state_table::StateTableStats> {
+        Vec::new()
+    }
 }

@@ -33,6 +33,8 @@ pub struct ViewStats {
     pub joins: Vec<JoinSideStats>,
     /// Memory its operators' state holds, estimated.
     pub state_bytes: u64,
+    /// Its operators' state tables: rows in the store, cache, reads and writes.
+    pub state_tables: Vec<crate::state_table::StateTableStats>,
     /// Set once the view failed: it is no longer maintained.
     pub failed: Option<eddy_storage::ViewFailure>,
 }
@@ -69,6 +71,8 @@ pub struct EngineStats {
     pub progress: Vec<SourceProgressStats>,
     /// The store's sizes and health.
     pub store: eddy_storage::StoreStats,
+    /// The node's state cache: its limit, what it holds, and its lookups.
+    pub state_cache: crate::state_table::StateCacheStats,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -501,7 +501,7 @@ fn upsert_sql(table: usize, rows: &[Row]) -> String {
 /// Plays a join case against a fresh eddy and checks every view.
 pub async fn run_join_case(seed: u64) -> Result<()> {
     let case = JoinCase::generate(seed);
-    let mut eddy = EddyProcess::start_fresh().await?;
+    let mut eddy = crate::start_eddy().await?;
     let result = play(&case, &mut eddy).await;
     if result.is_err() {
         eprintln!("--- eddy log (join seed {seed}) ---\n{}", eddy.log_tail(30));

@@ -31,6 +31,20 @@ use tokio_postgres::{Client, SimpleQueryMessage};
 
 use crate::case::{insert_sql, Case, Step};
 
+/// Flags every `eddy` the oracle starts gets (a tiny state cache, say); set once per process.
+static SERVER_ARGS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// Sets the flags every `eddy` the oracle starts gets; only the first call counts.
+pub fn set_server_args(args: Vec<String>) {
+    let _ = SERVER_ARGS.set(args);
+}
+
+/// A fresh `eddy` with the oracle's flags.
+pub(crate) async fn start_eddy() -> Result<EddyProcess> {
+    let args = SERVER_ARGS.get().cloned().unwrap_or_default();
+    EddyProcess::start_fresh_with(|config| config.extra_args.extend(args)).await
+}
+
 /// Runs `sql` on eddy and returns its rows as text, sorted.
 pub(crate) async fn eddy_rows(client: &Client, sql: &str) -> Result<Vec<Vec<Option<String>>>> {
     let mut rows = Vec::new();
@@ -50,7 +64,7 @@ pub(crate) async fn eddy_rows(client: &Client, sql: &str) -> Result<Vec<Vec<Opti
 /// Plays the case against a fresh eddy and checks every view; the error says what differs.
 pub async fn run_case(seed: u64) -> Result<()> {
     let case = Case::generate(seed);
-    let mut eddy = EddyProcess::start_fresh().await?;
+    let mut eddy = start_eddy().await?;
     let result = play(&case, &mut eddy).await;
     if result.is_err() {
         eprintln!("--- eddy log (seed {seed}) ---\n{}", eddy.log_tail(30));

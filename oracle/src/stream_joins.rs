@@ -196,7 +196,7 @@ fn batch_of(rows: &[Row]) -> Result<RecordBatch> {
 /// Plays a time-bounded join case against a fresh eddy and checks every view.
 pub async fn run_stream_join_case(seed: u64) -> Result<()> {
     let case = StreamJoinCase::generate(seed);
-    let mut eddy = EddyProcess::start_fresh().await?;
+    let mut eddy = crate::start_eddy().await?;
     let result = play(&case, &mut eddy).await;
     if result.is_err() {
         eprintln!(

@@ -71,6 +71,10 @@ struct Args {
     /// Default: one per four cores, at least one.
     #[arg(long, env = "EDDY_MAX_CONCURRENT_SCANS")]
     max_concurrent_scans: Option<usize>,
+    /// The memory operators' state caches hold together, in MiB (fractions allowed: `0.004` is
+    /// 4 KiB). State beyond it stays in the store and is read back as keys need it.
+    #[arg(long, env = "EDDY_STATE_CACHE_MIB", default_value_t = 1024.0)]
+    state_cache_mib: f64,
     /// The memory all views' state may hold together: past it the largest view fails.
     #[arg(long, env = "EDDY_STATE_MEMORY_LIMIT", default_value = "8GiB", value_parser = eddy_server::limits::parse_size)]
     state_memory_limit: usize,
@@ -141,6 +145,7 @@ async fn serve() -> anyhow::Result<()> {
     let restoring = std::time::Instant::now();
     let engine = EngineHandle::start(store.clone(), args.checkpoint_interval)?;
     engine.set_state_budget(args.view_state_memory_limit, args.state_memory_limit);
+    engine.set_state_cache((args.state_cache_mib.max(0.0) * 1048576.0) as usize);
     let db = eddy_server::context::open_database(store, engine.clone())
         .await
         .map_err(|e| anyhow::anyhow!("cannot restore the catalog: {e}"))?;

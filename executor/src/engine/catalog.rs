@@ -125,9 +125,10 @@ impl Engine {
                 include,
             } => self.restore_index(entry, relation, columns, include)?,
             Restore::View(plan) => {
-                let mut graph = Graph::build(&plan, &entry.table_ids, &self.store, &|name| {
-                    self.stored_relation(name)
-                })?;
+                let mut graph =
+                    Graph::build(&plan, &entry.table_ids, &self.state_context(), &|name| {
+                        self.stored_relation(name)
+                    })?;
                 graph.set_state_budget(self.state_budget.clone());
                 let graph = Some(graph);
                 let readers = self.open_view_readers(&entry.name, &plan, &entry.table_ids)?;
@@ -272,7 +273,7 @@ impl Engine {
                 false => first_id + i,
             })
             .collect();
-        let mut graph = Graph::build(&plan, &table_ids, &self.store, &|name| {
+        let mut graph = Graph::build(&plan, &table_ids, &self.state_context(), &|name| {
             self.stored_relation(name)
         })?;
         graph.set_state_budget(self.state_budget.clone());

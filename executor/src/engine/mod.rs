@@ -28,6 +28,7 @@ use tokio::sync::oneshot;
 use crate::connector::{SourceEvent, SourceSpec};
 use crate::feed::Feed;
 use crate::graph::Graph;
+use crate::state_table::{StateCache, StateContext};
 use crate::stats::{CommitObserver, CommitReport, EngineStats, TableStats, ViewStats};
 use crate::table::TableRuntime;
 mod catalog;
@@ -165,6 +166,7 @@ pub struct EngineHandle {
     stats: Arc<RwLock<EngineStats>>,
     commit_observer: Arc<OnceLock<CommitObserver>>,
     state_budget: Arc<StateBudget>,
+    state_cache: Arc<StateCache>,
 }
 
 impl EngineHandle {
@@ -177,6 +179,7 @@ impl EngineHandle {
         let mut engine = Engine::new(store, stats.clone())?;
         engine.commit_observer = commit_observer.clone();
         let state_budget = engine.state_budget.clone();
+        let state_cache = engine.state_cache.clone();
         engine.publish_stats();
         // Evaluating an expression as deep as the server's depth limit allows recurses once
         // per level: the default 2 MiB stack is too small for that in a debug build.
@@ -190,7 +193,13 @@ impl EngineHandle {
             stats,
             commit_observer,
             state_budget,
+            state_cache,
         })
+    }
+
+    /// Sets how much memory the operators' state caches may hold together (bytes).
+    pub fn set_state_cache(&self, bytes: usize) {
+        self.state_cache.set_limit(bytes);
     }
 
     /// Sets the memory views' state may hold, per view and all together (bytes, estimated);
@@ -456,6 +465,8 @@ struct Engine {
     flushes: Vec<PendingFlush>,
     commit_observer: Arc<OnceLock<CommitObserver>>,
     state_budget: Arc<StateBudget>,
+    /// The node's cache of operator state (shared by every state table).
+    state_cache: Arc<StateCache>,
     /// Objects a reload could not restore yet (see `unrestored`).
     unrestored: Vec<(CatalogEntry, Restore)>,
 }

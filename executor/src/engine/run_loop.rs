@@ -22,8 +22,14 @@ impl Engine {
             flushes: Vec::new(),
             commit_observer: Arc::new(OnceLock::new()),
             state_budget: Arc::new(StateBudget::default()),
+            state_cache: Arc::new(StateCache::default()),
             unrestored: Vec::new(),
         })
+    }
+
+    /// Where operators open their state tables.
+    pub(super) fn state_context(&self) -> StateContext {
+        StateContext::new(self.store.clone(), self.state_cache.clone())
     }
 
     pub(super) fn load_counters(store: &dyn Store) -> Result<Counters> {

@@ -55,6 +55,7 @@ impl Engine {
                         joins: graph.map_or_else(Vec::new, Graph::join_state),
                         rows_failed: graph.map_or(0, Graph::rows_failed),
                         state_bytes: graph.map_or(0, |g| g.state_bytes() as u64),
+                        state_tables: graph.map_or_else(Vec::new, Graph::state_tables),
                         failed: view.entry.failed.clone(),
                     }
                 })
@@ -70,6 +71,7 @@ impl Engine {
                 .collect(),
             progress: self.source_progress(),
             store: self.store.stats(),
+            state_cache: self.state_cache.stats(),
         };
         *self.stats.write().unwrap_or_else(|e| e.into_inner()) = stats;
     }

@@ -21,7 +21,7 @@ use eddy_storage::{EpochBatch, RowCodec, StorageError, Store, TableId};
 use hashbrown::{HashMap, HashSet};
 
 use super::pairs::PairRows;
-use super::state::partition;
+use crate::partition::partition;
 use crate::stats::JoinSideStats;
 use crate::{Barrier, Message, Operator, Result, StreamChunk, Watermark};
 

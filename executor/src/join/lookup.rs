@@ -21,6 +21,7 @@ use hashbrown::HashMap;
 
 use super::pairs::PairRows;
 use super::state::SideState;
+use crate::state_table::StateContext;
 use crate::{Barrier, Message, Operator, Result, StreamChunk};
 
 /// The table's rows by join key: join key → row key → row as the plan reads it.
@@ -79,8 +80,9 @@ impl LookupJoinOperator {
         relation: StoredRelation,
         emitted_table: Option<TableId>,
         schema: SchemaRef,
-        store: Arc<dyn Store>,
+        state: &StateContext,
     ) -> Result<Self> {
+        let store = state.store.clone();
         let mut output = PairRows::new(
             schema,
             plan.left.schema.fields().len(),
@@ -93,12 +95,13 @@ impl LookupJoinOperator {
         let emitted = match emitted_table {
             Some(table) => Some((
                 SideState::open(
+                    state,
                     table,
+                    "lookup join emitted",
                     &plan.right.schema,
                     &plan.right.key_fields,
                     &[],
                     None,
-                    store.as_ref(),
                 )?,
                 RowCodec::new(nullable(plan.left.key_fields.iter().cloned()))?,
             )),
@@ -281,12 +284,18 @@ impl LookupJoinOperator {
             Some((_, codec)) => Some(codec.encode(chunk.key_columns(), chunk.len())?),
             None => None,
         };
+        if let (Some((emitted, _)), Some(keys)) = (&mut self.emitted, &left_keys) {
+            emitted.table.begin_chunk();
+            emitted
+                .table
+                .load((0..chunk.len()).map(|i| keys.row(i).data()))?;
+        }
         for (i, rights) in found.into_iter().enumerate() {
             let left = left_rows.row(i);
             let insert = chunk.ops[i].is_insert();
             // The output rows of this left row: its matches now, or those it was output with.
             let rights: Vec<Option<Box<[u8]>>> = match &left_keys {
-                Some(keys) if !insert => self.take_emitted(keys.row(i).as_ref()),
+                Some(keys) if !insert => self.take_emitted(keys.row(i).as_ref())?,
                 _ if rights.is_empty() && self.plan.outer => vec![None],
                 _ => rights.into_iter().map(Some).collect(),
             };
@@ -295,7 +304,7 @@ impl LookupJoinOperator {
                     for (ordinal, right) in rights.iter().enumerate() {
                         let row = right.clone().unwrap_or_default();
                         let ordinal = (ordinal as u32).to_be_bytes();
-                        emitted.insert(keys.row(i).as_ref(), &ordinal, row, 0, None, true);
+                        emitted.insert(keys.row(i).as_ref(), &ordinal, row, 0, None)?;
                     }
                 }
             }
@@ -310,12 +319,12 @@ impl LookupJoinOperator {
     }
 
     /// The right rows a left row was output with (None: padded with NULLs), forgotten.
-    fn take_emitted(&mut self, left_key: &[u8]) -> Vec<Option<Box<[u8]>>> {
+    fn take_emitted(&mut self, left_key: &[u8]) -> Result<Vec<Option<Box<[u8]>>>> {
         let Some((emitted, _)) = &mut self.emitted else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
-        let Some(bucket) = emitted.buckets.get(left_key) else {
-            return Vec::new();
+        let Some(bucket) = emitted.table.group(left_key) else {
+            return Ok(Vec::new());
         };
         let kept: Vec<_> = bucket
             .iter()
@@ -323,8 +332,8 @@ impl LookupJoinOperator {
             .collect();
         kept.into_iter()
             .map(|(ordinal, row)| {
-                emitted.remove(left_key, &ordinal);
-                (!row.is_empty()).then_some(row)
+                emitted.remove(left_key, &ordinal)?;
+                Ok((!row.is_empty()).then_some(row))
             })
             .collect()
     }

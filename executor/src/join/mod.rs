@@ -33,8 +33,9 @@ use eddy_planner::window::to_micros;
 use eddy_planner::JoinPlan;
 
 use crate::clocks::InputClocks;
-use eddy_storage::{EpochBatch, Store, TableId};
+use eddy_storage::{EpochBatch, TableId};
 
+use crate::state_table::{StateContext, StateTableStats};
 use crate::stats::JoinSideStats;
 use crate::{Barrier, ExecError, Message, Operator, Result, StreamChunk, Watermark};
 use output::OutputBuilder;
@@ -134,22 +135,24 @@ struct Slice {
 }
 
 impl JoinOperator {
-    /// Builds the operator over state tables `tables` (left, right) and loads its state.
+    /// Builds the operator over state tables `tables` (left, right); their rows are read as
+    /// keys need them.
     pub fn new(
         plan: JoinPlan,
         tables: [TableId; 2],
         schema: SchemaRef,
-        store: &dyn Store,
+        state: &StateContext,
     ) -> Result<Self> {
         let open = |side: &eddy_planner::JoinSideInfo, table, s: usize| {
             let evict_column = plan.evictions[s].map(|e| e.column);
             SideState::open(
+                state,
                 table,
+                ["join left", "join right"][s],
                 &side.schema,
                 &side.key_fields,
                 &plan.key_types,
                 evict_column,
-                store,
             )
         };
         let sides = [
@@ -204,6 +207,12 @@ impl JoinOperator {
                 matches: 0,
             })
             .collect();
+        // Both sides' groups of the chunk's keys, the missing ones read from the store at once.
+        for side in &mut self.sides {
+            side.table.begin_chunk();
+            let keys = probes.iter().filter(|p| p.matchable);
+            side.table.load(keys.map(|p| p.join_key.as_ref()))?;
+        }
         self.output.start(s, &chunk);
         let mut slice = Slice::default();
         for i in 0..probes.len() {
@@ -211,7 +220,7 @@ impl JoinOperator {
                 let join_key = probes[i].join_key.clone();
                 // The other side's rows of this key, a slice at a time.
                 let mut after: Option<Box<[u8]>> = None;
-                while let Some(bucket) = self.sides[o].buckets.get(&join_key) {
+                while let Some(bucket) = self.sides[o].table.group(&join_key) {
                     let room = SLICE_ROWS.saturating_sub(slice.rows.len()).max(1);
                     let range = match &after {
                         Some(last) => bucket.range::<[u8], _>((
@@ -288,11 +297,11 @@ impl JoinOperator {
                         &probe.join_key.clone(),
                         &other_key,
                         candidate,
-                    );
+                    )?;
                 }
                 Step::Finish(i) => {
                     let probe = &probes[i];
-                    self.finish(s, i, probe, stored.row(i).as_ref());
+                    self.finish(s, i, probe, stored.row(i).as_ref())?;
                 }
             }
             self.output.flush_if_full(out)?;
@@ -310,13 +319,13 @@ impl JoinOperator {
         join_key: &[u8],
         other_key: &[u8],
         candidate: usize,
-    ) {
+    ) -> Result<()> {
         let o = 1 - s;
         let delta = if insert { 1 } else { -1 };
         match self.shape {
             Shape::Pairs { pads } => {
                 let crossed = if pads[o] {
-                    self.sides[o].add_degree(join_key, other_key, delta)
+                    self.sides[o].add_degree(join_key, other_key, delta)?
                 } else {
                     None
                 };
@@ -337,7 +346,7 @@ impl JoinOperator {
             }
             Shape::Filter { kept, kind } if kept == o => {
                 // A change on the other side moves the kept row's degree across zero or not.
-                if let Some((old, new)) = self.sides[o].add_degree(join_key, other_key, delta) {
+                if let Some((old, new)) = self.sides[o].add_degree(join_key, other_key, delta)? {
                     let (gained, lost) = (old == 0 && new > 0, old > 0 && new == 0);
                     match kind {
                         FilterKind::Semi if gained => self.output.kept_other(true, candidate, None),
@@ -357,11 +366,12 @@ impl JoinOperator {
             // A kept row's own matches are counted by its probe and settled when it finishes.
             Shape::Filter { .. } => {}
         }
+        Ok(())
     }
 
     /// Settles probe row `row` of side `s` once all its candidates are seen: its own padded
     /// or filtered output, and its place in this side's state.
-    fn finish(&mut self, s: usize, row: usize, probe: &Probe, stored: &[u8]) {
+    fn finish(&mut self, s: usize, row: usize, probe: &Probe, stored: &[u8]) -> Result<()> {
         match self.shape {
             Shape::Pairs { pads }
                 if pads[s] && probe.matches == 0 && !self.plan.pad_on_eviction =>
@@ -380,33 +390,58 @@ impl JoinOperator {
             _ => {}
         }
         let side = &mut self.sides[s];
-        side.max_fan_out = side.max_fan_out.max(probe.matches);
+        side.figures.max_fan_out = side.figures.max_fan_out.max(probe.matches);
         // A NULL key never matches, so it needs no state: its delete pads or filters alike.
-        if probe.matchable {
-            if probe.insert {
-                let degree = if self.shape.tracks_degree(s) {
-                    probe.matches
-                } else {
-                    0
-                };
-                side.insert(
-                    &probe.join_key,
-                    &probe.row_key,
-                    stored.into(),
-                    degree,
-                    probe.time,
-                    true,
-                );
-            } else {
-                side.remove(&probe.join_key, &probe.row_key);
-            }
+        if !probe.matchable {
+            return Ok(());
         }
+        if !probe.insert {
+            self.sides[s].remove(&probe.join_key, &probe.row_key)?;
+            return Ok(());
+        }
+        let o = 1 - s;
+        let other_has_key = self.sides[o]
+            .table
+            .group(&probe.join_key)
+            .is_some_and(|g| !g.is_empty());
+        // When the other side is append-only and holds at most one row per key, a key it has
+        // is taken for good: no row of it will ever come for that key again. So a row arriving
+        // to find that key present is never probed again (its own delete probes the other
+        // side, whose row is still there) and is not kept; and a row of such a side, arriving,
+        // is the last the other side's rows of its key will ever meet, so they leave (their
+        // deletes and degrees are settled by probing this row, which stays).
+        if other_has_key && self.fixed_keys(o) {
+            return Ok(());
+        }
+        if other_has_key && self.fixed_keys(s) {
+            self.sides[o].remove_key(&probe.join_key)?;
+        }
+        let degree = if self.shape.tracks_degree(s) {
+            probe.matches
+        } else {
+            0
+        };
+        self.sides[s].insert(
+            &probe.join_key,
+            &probe.row_key,
+            stored.into(),
+            degree,
+            probe.time,
+        )
+    }
+
+    /// Whether side `s` is append-only with at most one row per join key, so that a key it
+    /// holds is never matched by another of its rows. Not with an eviction padding rows at
+    /// window close: those must be kept until then.
+    fn fixed_keys(&self, s: usize) -> bool {
+        let side = self.side_plan(s);
+        side.append_only && side.unique_per_key && !self.plan.pad_on_eviction
     }
 
     /// Evicts side `s`'s rows below `bound`. Eviction emits nothing, except that an outer
     /// side padded at eviction (EMIT ON WINDOW CLOSE) emits its never-matched rows then.
     fn evict(&mut self, s: usize, bound: i64, out: &mut Vec<Message>) -> Result<()> {
-        let evicted = self.sides[s].evict_below(bound);
+        let evicted = self.sides[s].evict_below(bound)?;
         let pads =
             matches!(self.shape, Shape::Pairs { pads } if pads[s]) && self.plan.pad_on_eviction;
         if !pads {
@@ -547,7 +582,7 @@ impl Operator for JoinOperator {
     }
 
     fn state_rows(&self) -> usize {
-        self.sides.iter().map(|s| s.rows as usize).sum()
+        self.sides.iter().map(|s| s.table.rows() as usize).sum()
     }
 
     fn state_bytes(&self) -> usize {
@@ -562,14 +597,18 @@ impl Operator for JoinOperator {
                 join: 0,
                 side: name,
                 input: info.reads.join(", "),
-                rows: side.rows,
-                distinct_keys: side.buckets.len() as u64,
-                bytes: side.bytes,
-                max_rows_per_key: side.max_rows_per_key,
-                max_fan_out: side.max_fan_out,
-                rows_evicted: side.rows_evicted,
-                retention: side.retention,
+                rows: side.table.rows(),
+                distinct_keys: side.figures.distinct_keys,
+                bytes: side.stats().bytes,
+                max_rows_per_key: side.figures.max_rows_per_key,
+                max_fan_out: side.figures.max_fan_out,
+                rows_evicted: side.figures.rows_evicted,
+                retention: side.figures.retention,
             })
             .collect()
+    }
+
+    fn state_tables(&self) -> Vec<StateTableStats> {
+        self.sides.iter().map(SideState::stats).collect()
     }
 }

@@ -11,9 +11,10 @@ use datafusion::logical_expr::Operator as BinaryOperator;
 use datafusion::physical_expr::expressions::{BinaryExpr, Column};
 use datafusion::physical_expr::PhysicalExpr;
 use eddy_planner::{JoinOutputKey, JoinPlan, JoinSideInfo};
-use eddy_storage::{EpochBatch, MemStore, Store};
+use eddy_storage::{EpochBatch, MemStore};
 
 use super::{JoinOperator, SLICE_ROWS};
+use crate::state_table::{StateCache, StateContext};
 use crate::{Barrier, Message, Op, Operator, StreamChunk};
 
 fn side_schema(prefix: &str) -> SchemaRef {
@@ -110,27 +111,33 @@ fn plan(join_type: JoinType, with_filter: bool) -> (JoinPlan, SchemaRef) {
 
 struct Harness {
     operator: JoinOperator,
-    store: Arc<MemStore>,
+    state: StateContext,
     plan: JoinPlan,
     schema: SchemaRef,
     /// The materialized output: output row (as text) → count.
     rows: BTreeMap<String, i64>,
     chunks: Vec<usize>,
+    /// Cache evictions of the operators replaced by restarts.
+    evictions: u64,
 }
 
 impl Harness {
     fn new(join_type: JoinType, with_filter: bool) -> Self {
         let (plan, schema) = plan(join_type, with_filter);
-        let store = Arc::new(MemStore::default());
-        let operator =
-            JoinOperator::new(plan.clone(), [20, 21], schema.clone(), store.as_ref()).unwrap();
+        Self::with_plan(plan, schema, StateCache::default())
+    }
+
+    fn with_plan(plan: JoinPlan, schema: SchemaRef, cache: StateCache) -> Self {
+        let state = StateContext::new(Arc::new(MemStore::default()), Arc::new(cache));
+        let operator = JoinOperator::new(plan.clone(), [20, 21], schema.clone(), &state).unwrap();
         Self {
             operator,
-            store,
+            state,
             plan,
             schema,
             rows: BTreeMap::new(),
             chunks: Vec::new(),
+            evictions: 0,
         }
     }
 
@@ -166,18 +173,29 @@ impl Harness {
         self.rows.keys().cloned().collect()
     }
 
-    /// Commits the state and builds the operator again from the store, as after a restart.
-    fn restart(&mut self) {
+    /// Commits the state at a barrier.
+    fn barrier(&mut self) {
         let mut epoch = EpochBatch::default();
         self.operator
             .process_barrier(Barrier { epoch: 1 }, &mut epoch, &mut Vec::new())
             .unwrap();
-        self.store.commit(epoch).unwrap();
+        self.state.store.commit(epoch).unwrap();
+    }
+
+    /// Commits the state and builds the operator again from the store, as after a restart.
+    fn restart(&mut self) {
+        self.barrier();
+        self.evictions += self
+            .operator
+            .state_tables()
+            .iter()
+            .map(|t| t.evictions)
+            .sum::<u64>();
         self.operator = JoinOperator::new(
             self.plan.clone(),
             [20, 21],
             self.schema.clone(),
-            self.store.as_ref(),
+            &self.state,
         )
         .unwrap();
     }
@@ -335,4 +353,177 @@ fn one_row_matching_many_emits_bounded_chunks() {
     assert!(h.chunks.iter().all(|&n| n <= SLICE_ROWS), "{:?}", h.chunks);
     assert_eq!(h.operator.join_state()[0].max_fan_out, many as u64);
     assert_eq!(h.operator.join_state()[1].max_rows_per_key, many as u64);
+}
+
+/// A deterministic pseudo-random sequence (xorshift), so failures replay.
+struct Random(u64);
+
+impl Random {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Random changes to both sides: inserts of new rows and deletes of live ones, keys from a
+/// small range so that keys are shared; `append_only[s]` keeps side s to inserts, and
+/// `unique[s]` gives side s at most one row per key.
+fn random_changes(
+    seed: u64,
+    steps: usize,
+    append_only: [bool; 2],
+    unique: [bool; 2],
+) -> Vec<(usize, String)> {
+    let mut random = Random(seed);
+    let mut live: [Vec<(i64, i64, i64)>; 2] = [Vec::new(), Vec::new()];
+    let mut next_id = 1;
+    let mut changes = Vec::new();
+    for _ in 0..steps {
+        let s = random.below(2) as usize;
+        let mut lines = Vec::new();
+        for _ in 0..1 + random.below(4) {
+            let delete = !append_only[s] && !live[s].is_empty() && random.below(3) == 0;
+            if delete {
+                let (id, k, v) = live[s].swap_remove(random.below(live[s].len() as u64) as usize);
+                lines.push(format!("- {id} {k} {v}"));
+                continue;
+            }
+            let k = random.below(6) as i64;
+            if unique[s] && live[s].iter().any(|r| r.1 == k) {
+                continue;
+            }
+            let (id, v) = (next_id, random.below(20) as i64);
+            next_id += 1;
+            live[s].push((id, k, v));
+            lines.push(format!("+ {id} {k} {v}"));
+        }
+        if !lines.is_empty() {
+            changes.push((s, lines.join("\n")));
+        }
+    }
+    changes
+}
+
+/// Runs `changes` through `h`, with barriers and restarts along the way; returns the view
+/// after each change.
+fn run(h: &mut Harness, changes: &[(usize, String)]) -> Vec<Vec<String>> {
+    let mut views = Vec::new();
+    for (n, (side, text)) in changes.iter().enumerate() {
+        h.push(*side, text);
+        views.push(h.view());
+        match n % 7 {
+            3 => h.barrier(),
+            6 => h.restart(),
+            _ => {}
+        }
+    }
+    views
+}
+
+fn with_sides(
+    join_type: JoinType,
+    with_filter: bool,
+    append_only: [bool; 2],
+    unique: [bool; 2],
+) -> (JoinPlan, SchemaRef) {
+    let (mut plan, schema) = plan(join_type, with_filter);
+    for (s, side) in [&mut plan.left, &mut plan.right].into_iter().enumerate() {
+        side.append_only = append_only[s];
+        side.unique_per_key = unique[s];
+    }
+    (plan, schema)
+}
+
+const JOIN_TYPES: [JoinType; 7] = [
+    JoinType::Inner,
+    JoinType::Left,
+    JoinType::Right,
+    JoinType::Full,
+    JoinType::LeftSemi,
+    JoinType::LeftAnti,
+    JoinType::LeftMark,
+];
+
+#[test]
+fn a_tiny_cache_gives_the_same_answers() {
+    for join_type in JOIN_TYPES {
+        for seed in 1..6u64 {
+            let changes = random_changes(seed, 60, [false, false], [false, false]);
+            let (plan, schema) =
+                with_sides(join_type, seed % 2 == 0, [false, false], [false, false]);
+            let mut roomy = Harness::with_plan(plan.clone(), schema.clone(), StateCache::default());
+            let mut tiny = Harness::with_plan(plan, schema, StateCache::new(256));
+            assert_eq!(
+                run(&mut roomy, &changes),
+                run(&mut tiny, &changes),
+                "{join_type} seed {seed}"
+            );
+            tiny.restart();
+            let evictions = tiny.evictions;
+            assert!(
+                evictions > 0,
+                "{join_type} seed {seed}: the tiny cache never evicted"
+            );
+            let rows = |h: &Harness| {
+                h.operator
+                    .join_state()
+                    .iter()
+                    .map(|s| (s.rows, s.distinct_keys))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(rows(&roomy), rows(&tiny));
+        }
+    }
+}
+
+/// A side that is append-only with one row per key lets the other side's matched rows go: the
+/// answers are those of the join keeping everything, with deletes and late matches on the
+/// other side, for every join type, and the state is smaller.
+#[test]
+fn rows_matched_by_a_fixed_key_are_not_kept_and_answers_stay() {
+    let (mut kept, mut dropped) = (0, 0);
+    for join_type in JOIN_TYPES {
+        for fixed in [0, 1] {
+            for seed in 1..8u64 {
+                let (mut append_only, mut unique) = ([false, false], [false, false]);
+                append_only[fixed] = true;
+                unique[fixed] = true;
+                let changes = random_changes(seed, 80, append_only, unique);
+                let with_filter = seed % 3 == 0;
+                let (plan, schema) =
+                    with_sides(join_type, with_filter, [false, false], [false, false]);
+                let mut keeping = Harness::with_plan(plan, schema, StateCache::default());
+                let (plan, schema) = with_sides(join_type, with_filter, append_only, unique);
+                let mut dropping = Harness::with_plan(plan, schema, StateCache::new(512));
+                assert_eq!(
+                    run(&mut keeping, &changes),
+                    run(&mut dropping, &changes),
+                    "{join_type}, side {fixed} fixed, seed {seed}"
+                );
+                let rows = |h: &Harness| h.operator.join_state()[1 - fixed].rows;
+                assert!(rows(&dropping) <= rows(&keeping));
+                (kept, dropped) = (kept + rows(&keeping), dropped + rows(&dropping));
+            }
+        }
+    }
+    assert!(dropped * 2 < kept, "kept {dropped} rows of {kept}");
+}
+
+#[test]
+fn a_row_arriving_to_a_fixed_key_is_not_kept() {
+    let (plan, schema) = with_sides(JoinType::Inner, false, [false, true], [false, true]);
+    let mut h = Harness::with_plan(plan, schema, StateCache::default());
+    // Left rows waiting for key 7 are kept until the right row of key 7 comes; then they go.
+    h.push(0, "+ 1 7 10\n+ 2 8 11");
+    assert_eq!(h.operator.join_state()[0].rows, 2);
+    assert_eq!(h.push(1, "+ 5 7 20"), ["+ 7 10 7 20 key 1 5"]);
+    assert_eq!(h.operator.join_state()[0].rows, 1);
+    // A left row of key 7 now matches at once and is not kept; its delete still retracts.
+    assert_eq!(h.push(0, "+ 3 7 12"), ["+ 7 12 7 20 key 3 5"]);
+    assert_eq!(h.operator.join_state()[0].rows, 1);
+    h.restart();
+    assert_eq!(h.push(0, "- 3 7 12"), ["- 7 12 7 20 key 3 5"]);
+    assert_eq!(h.view(), ["7 10 7 20 key 1 5"]);
 }

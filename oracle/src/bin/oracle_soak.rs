@@ -18,11 +18,17 @@ struct Args {
     /// streams (`stream-joins`) or all of them (`all`).
     #[arg(long, default_value = "all")]
     kind: String,
+    /// The state cache each eddy gets, in MiB (a few KiB makes every state path miss and evict).
+    #[arg(long)]
+    state_cache_mib: Option<f64>,
 }
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    if let Some(mib) = args.state_cache_mib {
+        eddy_oracle::set_server_args(vec!["--state-cache-mib".into(), mib.to_string()]);
+    }
     let started = Instant::now();
     let mut failed = Vec::new();
     for seed in args.first..args.first + args.seeds {

@@ -27,6 +27,7 @@ const TABLES: &[&str] = &[
     "source_errors",
     "source_progress",
     "sources",
+    "state_tables",
     "tables",
     "view_errors",
 ];
@@ -204,6 +205,45 @@ impl SystemSchema {
                 "retention",
                 timestamps(sides.iter().map(|(_, j)| j.retention)),
             ),
+        ])
+    }
+
+    /// One row per view and state table: rows in the store, the cache, reads and writes.
+    fn state_tables(&self) -> Result<RecordBatch> {
+        let stats = self.engine.stats();
+        let tables: Vec<(&str, &eddy_executor::state_table::StateTableStats)> = stats
+            .views
+            .iter()
+            .flat_map(|v| v.state_tables.iter().map(move |t| (v.name.as_str(), t)))
+            .collect();
+        let count = |f: fn(&eddy_executor::state_table::StateTableStats) -> u64| {
+            ints(tables.iter().map(move |(_, t)| Some(f(t) as i64)))
+        };
+        let hit_rate: Float64Array = tables
+            .iter()
+            .map(|(_, t)| {
+                let lookups = t.hits + t.misses;
+                (lookups > 0).then(|| t.hits as f64 / lookups as f64)
+            })
+            .collect();
+        batch(vec![
+            ("view", strings(tables.iter().map(|(v, _)| v.to_string()))),
+            (
+                "operator",
+                strings(tables.iter().map(|(_, t)| t.role.to_string())),
+            ),
+            ("table_id", count(|t| u64::from(t.table))),
+            ("rows", count(|t| t.rows)),
+            ("bytes", count(|t| t.bytes)),
+            ("cached_groups", count(|t| t.cached_groups)),
+            ("cache_bytes", count(|t| t.cache_bytes)),
+            ("hits", count(|t| t.hits)),
+            ("misses", count(|t| t.misses)),
+            ("hit_rate", Arc::new(hit_rate)),
+            ("rows_read", count(|t| t.rows_read)),
+            ("writes_last_epoch", count(|t| t.writes_last_epoch)),
+            ("writes", count(|t| t.writes)),
+            ("evictions", count(|t| t.evictions)),
         ])
     }
 
@@ -435,6 +475,7 @@ impl SchemaProvider for SystemSchema {
             "tables" => self.tables()?,
             "materialized_views" => self.materialized_views()?,
             "join_state" => self.join_state()?,
+            "state_tables" => self.state_tables()?,
             "late_rows" => self.late_rows()?,
             "sources" => self.sources()?,
             "source_progress" => self.source_progress()?,

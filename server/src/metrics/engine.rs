@@ -41,6 +41,14 @@ struct Families {
     join_keys: IntGaugeVec,
     join_bytes: IntGaugeVec,
     join_evicted: IntCounterVec,
+    state_store_rows: IntGaugeVec,
+    state_store_bytes: IntGaugeVec,
+    state_cache_bytes: IntGaugeVec,
+    state_lookups: IntCounterVec,
+    state_rows_read: IntCounterVec,
+    state_writes_last_epoch: IntGaugeVec,
+    state_cache_limit: IntGauge,
+    state_cache_used: IntGauge,
     committed_epoch: IntGauge,
     store_bytes: IntGauge,
     store_write_buffer_bytes: IntGauge,
@@ -168,6 +176,53 @@ impl Families {
                 ),
                 JOIN_LABELS,
             )?,
+            state_store_rows: IntGaugeVec::new(
+                opts("eddy_view_state_store_rows", "Rows of the view's operator state in the store"),
+                &["view"],
+            )?,
+            state_store_bytes: IntGaugeVec::new(
+                opts(
+                    "eddy_view_state_store_bytes",
+                    "Bytes of the view's operator state in the store (keys and values)",
+                ),
+                &["view"],
+            )?,
+            state_cache_bytes: IntGaugeVec::new(
+                opts(
+                    "eddy_view_state_cache_bytes",
+                    "Memory the view's cached operator state holds, estimated",
+                ),
+                &["view"],
+            )?,
+            state_lookups: IntCounterVec::new(
+                opts(
+                    "eddy_view_state_lookups_total",
+                    "Lookups of operator state by key: result=hit (cached) or miss (read from the store)",
+                ),
+                &["view", "result"],
+            )?,
+            state_rows_read: IntCounterVec::new(
+                opts(
+                    "eddy_view_state_rows_read_total",
+                    "Rows of operator state read back from the store",
+                ),
+                &["view"],
+            )?,
+            state_writes_last_epoch: IntGaugeVec::new(
+                opts(
+                    "eddy_view_state_writes_last_epoch",
+                    "Rows of operator state the last epoch wrote (puts and deletes)",
+                ),
+                &["view"],
+            )?,
+            state_cache_limit: IntGauge::new(
+                "eddy_state_cache_limit_bytes",
+                "The memory operator state caches may hold together (--state-cache-mib)",
+            )?,
+            state_cache_used: IntGauge::new(
+                "eddy_state_cache_bytes",
+                "The memory operator state caches hold together, estimated",
+            )?,
             committed_epoch: IntGauge::new("eddy_committed_epoch", "The last committed epoch")?,
             store_bytes: IntGauge::new("eddy_store_size_bytes", "Bytes the store takes on disk")?,
             store_write_buffer_bytes: IntGauge::new(
@@ -216,6 +271,14 @@ impl Families {
             &self.join_keys,
             &self.join_bytes,
             &self.join_evicted,
+            &self.state_store_rows,
+            &self.state_store_bytes,
+            &self.state_cache_bytes,
+            &self.state_lookups,
+            &self.state_rows_read,
+            &self.state_writes_last_epoch,
+            &self.state_cache_limit,
+            &self.state_cache_used,
             &self.committed_epoch,
             &self.store_bytes,
             &self.store_write_buffer_bytes,
@@ -308,6 +371,32 @@ impl Families {
             self.view_committed_epoch
                 .with_label_values(&labels)
                 .set(stats.epoch as i64);
+            if !v.state_tables.is_empty() {
+                let sum = |f: fn(&eddy_executor::state_table::StateTableStats) -> u64| {
+                    v.state_tables.iter().map(f).sum::<u64>()
+                };
+                self.state_store_rows
+                    .with_label_values(&labels)
+                    .set(sum(|t| t.rows) as i64);
+                self.state_store_bytes
+                    .with_label_values(&labels)
+                    .set(sum(|t| t.bytes) as i64);
+                self.state_cache_bytes
+                    .with_label_values(&labels)
+                    .set(sum(|t| t.cache_bytes) as i64);
+                self.state_lookups
+                    .with_label_values(&[v.name.as_str(), "hit"])
+                    .inc_by(sum(|t| t.hits));
+                self.state_lookups
+                    .with_label_values(&[v.name.as_str(), "miss"])
+                    .inc_by(sum(|t| t.misses));
+                self.state_rows_read
+                    .with_label_values(&labels)
+                    .inc_by(sum(|t| t.rows_read));
+                self.state_writes_last_epoch
+                    .with_label_values(&labels)
+                    .set(sum(|t| t.writes_last_epoch) as i64);
+            }
             for j in &v.joins {
                 let join = j.join.to_string();
                 let labels = [v.name.as_str(), join.as_str(), j.side, j.input.as_str()];
@@ -324,6 +413,10 @@ impl Families {
             }
         }
         self.committed_epoch.set(stats.epoch as i64);
+        self.state_cache_limit
+            .set(stats.state_cache.limit_bytes as i64);
+        self.state_cache_used
+            .set(stats.state_cache.used_bytes as i64);
         self.store_bytes.set(stats.store.disk_bytes as i64);
         self.store_write_buffer_bytes
             .set(stats.store.write_buffer_bytes as i64);

@@ -1,0 +1,472 @@
+//! State tables: an operator's state as keyed rows in the store, with the hot part cached.
+//!
+//! A state table holds rows by **group** (a join key, a top-N partition, an aggregate's group)
+//! and, within a group, by **row key**. A row is stored under `partition (u16) ++ group ++ row
+//! key`, the partition being the group's hash (so that state splits across workers by key
+//! range), and its value is the operator's own encoding ([`StateValue`]). Group encodings are
+//! prefix-free (Arrow's row format), so one range read on `partition ++ group` returns exactly
+//! the group's rows.
+//!
+//! The cache holds whole groups. An operator [`KeyedStateTable::load`]s the groups a chunk
+//! touches before applying it: the missing ones are read from one store snapshot, in key order,
+//! one range read per group (a group known empty is cached too, so a key seen once costs no
+//! second read). Changes mark rows dirty; at a barrier [`KeyedStateTable::persist`] writes only
+//! the dirty rows into the epoch's batch. Clean groups are evicted least recently used first
+//! when the node's cache ([`StateCache`]) is over its limit, at the start of a chunk (never
+//! between an operator's barrier and its epoch's commit, so a group read back is never older
+//! than what the operator wrote). Nothing is loaded at open: a restart costs one read of the
+//! table's counters.
+//!
+//! Keys starting `0xFF` are the table's own: `0xFF 0xFE` holds its counters and the operator's
+//! figures, `0xFF 0xFF ...` the operator's auxiliary rows (a join side's index by time).
+
+mod cache;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use eddy_storage::keys::table_key;
+use eddy_storage::{EpochBatch, KeyRange, StorageError, Store, TableId};
+use hashbrown::{HashMap, HashSet};
+
+pub use cache::{StateCache, StateCacheStats, StateTableStats, DEFAULT_CACHE_BYTES};
+
+use crate::partition::partition;
+use crate::state_size::ENTRY_OVERHEAD;
+use crate::Result;
+
+/// The key of a table's counters.
+const META_KEY: [u8; 2] = [0xFF, 0xFE];
+/// The first bytes of every auxiliary key.
+pub const AUX_PREFIX: [u8; 2] = [0xFF, 0xFF];
+
+/// Where operators' state tables live: the store, and the node's cache budget.
+#[derive(Clone)]
+pub struct StateContext {
+    pub store: Arc<dyn Store>,
+    pub cache: Arc<StateCache>,
+}
+
+impl StateContext {
+    pub fn new(store: Arc<dyn Store>, cache: Arc<StateCache>) -> Self {
+        Self { store, cache }
+    }
+
+    /// Opens state table `table` (see [`KeyedStateTable::open`]).
+    pub fn open<V: StateValue>(
+        &self,
+        table: TableId,
+        role: &'static str,
+    ) -> Result<KeyedStateTable<V>> {
+        KeyedStateTable::open(table, role, self.store.clone(), self.cache.clone())
+    }
+}
+
+/// How an operator's row is kept: its memory, and its stored encoding.
+pub trait StateValue: Sized {
+    /// Bytes the value holds in memory beyond its map entry.
+    fn memory(&self) -> usize;
+    /// Bytes of its stored value.
+    fn stored_len(&self) -> usize;
+    /// Appends the stored value of a row of `group` to `out`.
+    fn encode(&self, group: &[u8], out: &mut Vec<u8>);
+    /// The row back from its stored value.
+    fn decode(group: &[u8], stored: &[u8]) -> Result<Self>;
+}
+
+/// The cached rows of one group, by row key.
+pub struct Group<V> {
+    pub rows: BTreeMap<Box<[u8]>, V>,
+    last_used: u64,
+    memory: usize,
+}
+
+pub struct KeyedStateTable<V> {
+    table: TableId,
+    store: Arc<dyn Store>,
+    cache: Arc<StateCache>,
+    groups: HashMap<Box<[u8]>, Group<V>>,
+    /// Rows changed since the last barrier, by group (their groups stay cached until then).
+    dirty: HashMap<Box<[u8]>, HashSet<Box<[u8]>>>,
+    /// Auxiliary rows to write at the next barrier (None: delete).
+    aux: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// The operator's figures, stored with the counters.
+    extra: Vec<u8>,
+    meta_dirty: bool,
+    /// Whether the table was written by a version that kept no counters.
+    legacy: bool,
+    tick: u64,
+    stats: StateTableStats,
+}
+
+impl<V: StateValue> KeyedStateTable<V> {
+    /// Opens table `table`: reads its counters and the operator's figures, nothing else.
+    pub fn open(
+        table: TableId,
+        role: &'static str,
+        store: Arc<dyn Store>,
+        cache: Arc<StateCache>,
+    ) -> Result<Self> {
+        let mut stats = StateTableStats {
+            role,
+            table,
+            ..Default::default()
+        };
+        let (mut extra, mut legacy) = (Vec::new(), false);
+        match store.get(&table_key(table, &META_KEY))? {
+            Some(meta) => {
+                let corrupt = || StorageError::Corrupt(format!("state table {table}'s counters"));
+                let number = |at: usize| -> Result<u64> {
+                    let bytes = meta.get(at..at + 8).ok_or_else(corrupt)?;
+                    Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| corrupt())?))
+                };
+                stats.rows = number(0)?;
+                stats.bytes = number(8)?;
+                extra = meta[16..].to_vec();
+            }
+            None => {
+                // Written before tables kept counters: count once, and keep them from now on.
+                for (key, value) in store.scan_table(table)? {
+                    if !key.starts_with(&[0xFF]) {
+                        stats.rows += 1;
+                        stats.bytes += (key.len() + value.len()) as u64;
+                        legacy = true;
+                    }
+                }
+            }
+        }
+        Ok(Self {
+            table,
+            store,
+            cache,
+            groups: HashMap::new(),
+            dirty: HashMap::new(),
+            aux: BTreeMap::new(),
+            extra,
+            meta_dirty: legacy,
+            legacy,
+            tick: 0,
+            stats,
+        })
+    }
+
+    /// Whether the table holds rows written before tables kept counters (and so no
+    /// auxiliary rows either: the operator rebuilds those).
+    pub fn is_legacy(&self) -> bool {
+        self.legacy
+    }
+
+    pub fn table(&self) -> TableId {
+        self.table
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The operator's figures as last stored.
+    pub fn extra(&self) -> &[u8] {
+        &self.extra
+    }
+
+    /// Replaces the operator's figures (stored at the next barrier).
+    pub fn set_extra(&mut self, extra: Vec<u8>) {
+        if extra != self.extra {
+            self.extra = extra;
+            self.meta_dirty = true;
+        }
+    }
+
+    /// Starts a chunk: makes room in the cache when the node is over its limit.
+    pub fn begin_chunk(&mut self) {
+        self.tick += 1;
+        if self.cache.over_limit() {
+            self.evict_clean(self.cache.low_mark());
+        }
+    }
+
+    /// Evicts clean groups, least recently used first, until the node's cache holds at most
+    /// `target` bytes or no clean group is left.
+    fn evict_clean(&mut self, target: usize) {
+        let mut clean: Vec<(u64, Box<[u8]>)> = self
+            .groups
+            .iter()
+            .filter(|(key, _)| !self.dirty.contains_key(*key))
+            .map(|(key, group)| (group.last_used, key.clone()))
+            .collect();
+        clean.sort_unstable();
+        for (_, key) in clean {
+            if self.cache.used() <= target {
+                break;
+            }
+            if let Some(group) = self.groups.remove(&key) {
+                self.uncache(group.memory);
+                self.stats.evictions += 1;
+            }
+        }
+    }
+
+    fn uncache(&mut self, memory: usize) {
+        self.stats.cache_bytes -= memory as u64;
+        self.stats.cached_groups -= 1;
+        self.cache.shrink(memory);
+    }
+
+    /// Makes every group of `keys` cached, reading the missing ones from the store.
+    pub fn load<'a>(&mut self, keys: impl IntoIterator<Item = &'a [u8]>) -> Result<()> {
+        let tick = self.tick;
+        let mut missing: Vec<(u16, &[u8])> = Vec::new();
+        let mut seen: HashSet<&[u8]> = HashSet::new();
+        let mut hits = 0;
+        for key in keys {
+            if let Some(group) = self.groups.get_mut(key) {
+                group.last_used = tick;
+                hits += 1;
+            } else if seen.insert(key) {
+                missing.push((partition(key), key));
+            }
+        }
+        self.stats.hits += hits;
+        self.stats.misses += missing.len() as u64;
+        self.cache.count(hits, missing.len() as u64);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        // In store order, from one snapshot.
+        missing.sort_unstable();
+        let snapshot = self.store.snapshot()?;
+        let mut prefix = Vec::new();
+        for (part, key) in missing {
+            prefix.clear();
+            prefix.extend_from_slice(&part.to_be_bytes());
+            prefix.extend_from_slice(key);
+            let stored = self.store.read_range(
+                &snapshot,
+                self.table,
+                &KeyRange::prefix(&prefix),
+                usize::MAX,
+            )?;
+            self.stats.rows_read += stored.len() as u64;
+            let mut group = Group {
+                rows: BTreeMap::new(),
+                last_used: tick,
+                memory: ENTRY_OVERHEAD + key.len(),
+            };
+            for (stored_key, value) in stored {
+                let row_key: Box<[u8]> = stored_key[prefix.len()..].into();
+                let value = V::decode(key, &value)?;
+                group.memory += row_memory(&row_key, &value);
+                group.rows.insert(row_key, value);
+            }
+            self.cache.grow(group.memory);
+            self.stats.cache_bytes += group.memory as u64;
+            self.stats.cached_groups += 1;
+            self.groups.insert(key.into(), group);
+        }
+        Ok(())
+    }
+
+    /// The rows of group `key`, when it is cached (after [`Self::load`] it is).
+    pub fn group(&self, key: &[u8]) -> Option<&BTreeMap<Box<[u8]>, V>> {
+        self.groups.get(key).map(|g| &g.rows)
+    }
+
+    /// The cached groups.
+    pub fn groups(&self) -> impl Iterator<Item = (&[u8], &BTreeMap<Box<[u8]>, V>)> {
+        self.groups.iter().map(|(k, g)| (k.as_ref(), &g.rows))
+    }
+
+    /// Group `key`, read from the store when it is not cached.
+    fn cached(&mut self, key: &[u8]) -> Result<&mut Group<V>> {
+        if !self.groups.contains_key(key) {
+            self.load([key])?;
+        }
+        self.groups
+            .get_mut(key)
+            .ok_or_else(|| crate::join::internal("a loaded group is not cached"))
+    }
+
+    fn mark(&mut self, group: &[u8], row_key: &[u8]) {
+        self.dirty
+            .entry_ref(group)
+            .or_default()
+            .insert(row_key.into());
+    }
+
+    /// Puts a row; returns the row it replaced.
+    pub fn insert(&mut self, group: &[u8], row_key: &[u8], value: V) -> Result<Option<V>> {
+        let (memory, stored) = (
+            row_memory(row_key, &value),
+            stored_bytes(group, row_key, &value),
+        );
+        let entry = self.cached(group)?;
+        let old = entry.rows.insert(row_key.into(), value);
+        let freed = old.as_ref().map_or(0, |old| row_memory(row_key, old));
+        entry.memory = entry.memory + memory - freed;
+        match &old {
+            Some(old) => self.stats.bytes -= stored_bytes(group, row_key, old) as u64,
+            None => self.stats.rows += 1,
+        }
+        self.stats.bytes += stored as u64;
+        self.account(memory, freed);
+        self.mark(group, row_key);
+        Ok(old)
+    }
+
+    /// Removes a row; returns it, or None when it was not there.
+    pub fn remove(&mut self, group: &[u8], row_key: &[u8]) -> Result<Option<V>> {
+        let entry = self.cached(group)?;
+        let Some(old) = entry.rows.remove(row_key) else {
+            return Ok(None);
+        };
+        let freed = row_memory(row_key, &old);
+        entry.memory -= freed;
+        self.stats.rows -= 1;
+        self.stats.bytes -= stored_bytes(group, row_key, &old) as u64;
+        self.account(0, freed);
+        self.mark(group, row_key);
+        Ok(Some(old))
+    }
+
+    /// Changes a row in place with `change`; None when the row is not there.
+    pub fn modify<R>(
+        &mut self,
+        group: &[u8],
+        row_key: &[u8],
+        change: impl FnOnce(&mut V) -> R,
+    ) -> Result<Option<R>> {
+        let entry = self.cached(group)?;
+        let Some(value) = entry.rows.get_mut(row_key) else {
+            return Ok(None);
+        };
+        let (memory, stored) = (
+            row_memory(row_key, value),
+            stored_bytes(group, row_key, value),
+        );
+        let result = change(value);
+        let (new_memory, new_stored) = (
+            row_memory(row_key, value),
+            stored_bytes(group, row_key, value),
+        );
+        entry.memory = entry.memory + new_memory - memory;
+        self.stats.bytes = self.stats.bytes + new_stored as u64 - stored as u64;
+        self.account(new_memory, memory);
+        self.mark(group, row_key);
+        Ok(Some(result))
+    }
+
+    fn account(&mut self, added: usize, freed: usize) {
+        self.stats.cache_bytes = self.stats.cache_bytes + added as u64 - freed as u64;
+        self.cache.grow(added);
+        self.cache.shrink(freed);
+    }
+
+    /// Puts (Some) or deletes (None) an auxiliary row at the next barrier. Its key must start
+    /// with [`AUX_PREFIX`].
+    pub fn write_aux(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+        debug_assert!(key.starts_with(&AUX_PREFIX));
+        self.aux.insert(key, value);
+    }
+
+    /// Auxiliary rows whose keys lie in `range`, committed ones overlaid with those waiting for
+    /// the next barrier, in key order.
+    pub fn read_aux(&mut self, range: &KeyRange) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let snapshot = self.store.snapshot()?;
+        let mut rows: BTreeMap<Vec<u8>, Option<Vec<u8>>> = self
+            .store
+            .read_range(&snapshot, self.table, range, usize::MAX)?
+            .into_iter()
+            .map(|(k, v)| (k, Some(v)))
+            .collect();
+        self.stats.rows_read += rows.len() as u64;
+        let pending = self
+            .aux
+            .range::<Vec<u8>, _>((range.start.as_ref(), range.end.as_ref()));
+        for (key, value) in pending {
+            rows.insert(key.clone(), value.clone());
+        }
+        Ok(rows
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect())
+    }
+
+    /// Writes the rows changed since the last barrier, the auxiliary rows and the counters.
+    pub fn persist(&mut self, epoch: &mut EpochBatch) {
+        let mut writes = 0u64;
+        let mut key = Vec::new();
+        let mut value = Vec::new();
+        for (group, row_keys) in self.dirty.drain() {
+            let rows = self.groups.get(&group).map(|g| &g.rows);
+            for row_key in row_keys {
+                key.clear();
+                key.extend_from_slice(&partition(&group).to_be_bytes());
+                key.extend_from_slice(&group);
+                key.extend_from_slice(&row_key);
+                match rows.and_then(|rows| rows.get(&row_key)) {
+                    Some(row) => {
+                        value.clear();
+                        row.encode(&group, &mut value);
+                        epoch.put(self.table, &key, value.clone());
+                    }
+                    None => epoch.delete(self.table, &key),
+                }
+                writes += 1;
+            }
+            self.meta_dirty = true;
+        }
+        for (key, value) in std::mem::take(&mut self.aux) {
+            match value {
+                Some(value) => epoch.put_owned(self.table, key, value),
+                None => epoch.delete_owned(self.table, key),
+            }
+            writes += 1;
+        }
+        if self.meta_dirty {
+            let mut meta = Vec::with_capacity(16 + self.extra.len());
+            meta.extend_from_slice(&self.stats.rows.to_le_bytes());
+            meta.extend_from_slice(&self.stats.bytes.to_le_bytes());
+            meta.extend_from_slice(&self.extra);
+            epoch.put(self.table, &META_KEY, meta);
+            self.meta_dirty = false;
+            self.legacy = false;
+        }
+        self.stats.writes_last_epoch = writes;
+        self.stats.writes += writes;
+    }
+
+    pub fn stats(&self) -> StateTableStats {
+        self.stats.clone()
+    }
+
+    /// Rows and bytes of the table in the store (with this epoch's changes).
+    pub fn rows(&self) -> u64 {
+        self.stats.rows
+    }
+
+    /// Memory the cached groups hold, estimated.
+    pub fn cache_bytes(&self) -> usize {
+        self.stats.cache_bytes as usize
+    }
+
+    pub fn cached_groups(&self) -> usize {
+        self.groups.len()
+    }
+}
+
+impl<V> Drop for KeyedStateTable<V> {
+    fn drop(&mut self) {
+        self.cache.shrink(self.stats.cache_bytes as usize);
+    }
+}
+
+fn row_memory<V: StateValue>(row_key: &[u8], value: &V) -> usize {
+    ENTRY_OVERHEAD + row_key.len() + value.memory()
+}
+
+/// A row's bytes in the store: its key (partition, group, row key) and its value.
+fn stored_bytes<V: StateValue>(group: &[u8], row_key: &[u8], value: &V) -> usize {
+    2 + group.len() + row_key.len() + value.stored_len()
+}

@@ -1,0 +1,147 @@
+use std::sync::Arc;
+
+use eddy_storage::{EpochBatch, KeyRange, MemStore, Store};
+
+use super::*;
+
+/// A row that is its bytes.
+#[derive(Debug, Clone, PartialEq)]
+struct Bytes(Vec<u8>);
+
+impl StateValue for Bytes {
+    fn memory(&self) -> usize {
+        self.0.len()
+    }
+    fn stored_len(&self) -> usize {
+        self.0.len()
+    }
+    fn encode(&self, _group: &[u8], out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.0);
+    }
+    fn decode(_group: &[u8], stored: &[u8]) -> Result<Self> {
+        Ok(Self(stored.to_vec()))
+    }
+}
+
+fn open(store: &Arc<dyn Store>, cache: &Arc<StateCache>) -> KeyedStateTable<Bytes> {
+    KeyedStateTable::open(30, "test", store.clone(), cache.clone()).unwrap()
+}
+
+fn commit(table: &mut KeyedStateTable<Bytes>, store: &Arc<dyn Store>) {
+    let mut epoch = EpochBatch::default();
+    table.persist(&mut epoch);
+    store.commit(epoch).unwrap();
+}
+
+fn rows(table: &mut KeyedStateTable<Bytes>, group: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    table.load([group]).unwrap();
+    table
+        .group(group)
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.to_vec(), v.0.clone()))
+        .collect()
+}
+
+#[test]
+fn groups_evicted_from_a_tiny_cache_read_back_from_the_store() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::default());
+    let cache = Arc::new(StateCache::new(512));
+    let mut table = open(&store, &cache);
+    for g in 0..50u8 {
+        table.begin_chunk();
+        table.load([&[g][..]]).unwrap();
+        table.insert(&[g], b"a", Bytes(vec![g; 10])).unwrap();
+        table.insert(&[g], b"b", Bytes(vec![g; 20])).unwrap();
+        if g % 10 == 9 {
+            commit(&mut table, &store);
+        }
+    }
+    // Dirty groups stay until their barrier; after it, the cache shrinks under its limit.
+    table.begin_chunk();
+    assert!(cache.used() <= 512, "cache holds {} bytes", cache.used());
+    assert!(table.cached_groups() < 50);
+    assert_eq!(table.rows(), 100);
+    // Every group reads back whole, the evicted ones from the store.
+    for g in 0..50u8 {
+        table.begin_chunk();
+        assert_eq!(
+            rows(&mut table, &[g]),
+            vec![(b"a".to_vec(), vec![g; 10]), (b"b".to_vec(), vec![g; 20])]
+        );
+    }
+    let stats = table.stats();
+    assert!(stats.misses > 50 && stats.evictions > 0, "{stats:?}");
+    // Changes to an evicted group land on top of what the store holds.
+    table.begin_chunk();
+    table.remove(&[3], b"a").unwrap();
+    table.modify(&[4], b"b", |v| v.0.push(1)).unwrap();
+    commit(&mut table, &store);
+    for g in 0..10u8 {
+        table.begin_chunk();
+        table.load([&[g][..]]).unwrap();
+    }
+    assert_eq!(rows(&mut table, &[3]), vec![(b"b".to_vec(), vec![3; 20])]);
+    assert_eq!(rows(&mut table, &[4])[1].1.len(), 21);
+    assert_eq!(table.rows(), 99);
+}
+
+#[test]
+fn reopening_reads_the_counters_and_no_rows() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::default());
+    let cache = Arc::new(StateCache::default());
+    let mut table = open(&store, &cache);
+    table.insert(b"g", b"1", Bytes(b"xyz".to_vec())).unwrap();
+    table.insert(b"h", b"1", Bytes(b"xy".to_vec())).unwrap();
+    table.set_extra(b"figures".to_vec());
+    commit(&mut table, &store);
+    let bytes = table.stats().bytes;
+    drop(table);
+    assert_eq!(cache.used(), 0, "a dropped table gives its cache back");
+    let mut table = open(&store, &cache);
+    assert_eq!((table.rows(), table.stats().bytes), (2, bytes));
+    assert_eq!(table.extra(), b"figures");
+    assert_eq!(table.cached_groups(), 0);
+    assert!(!table.is_legacy());
+    assert_eq!(
+        rows(&mut table, b"h"),
+        vec![(b"1".to_vec(), b"xy".to_vec())]
+    );
+    // A group the store does not hold is cached empty: a second lookup reads nothing.
+    table.load([&b"none"[..]]).unwrap();
+    table.load([&b"none"[..]]).unwrap();
+    let stats = table.stats();
+    assert_eq!((stats.hits, stats.misses), (1, 2));
+}
+
+#[test]
+fn a_table_without_counters_is_counted_once() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::default());
+    let mut epoch = EpochBatch::default();
+    epoch.put(30, &[0, 1, b'g', b'r'], b"value".to_vec());
+    store.commit(epoch).unwrap();
+    let cache = Arc::new(StateCache::default());
+    let mut table = open(&store, &cache);
+    assert!(table.is_legacy());
+    assert_eq!((table.rows(), table.stats().bytes), (1, 9));
+    commit(&mut table, &store);
+    assert!(!open(&store, &cache).is_legacy());
+}
+
+#[test]
+fn auxiliary_rows_overlay_the_pending_ones() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::default());
+    let cache = Arc::new(StateCache::default());
+    let mut table = open(&store, &cache);
+    let aux = |n: u8| [AUX_PREFIX.as_slice(), &[n]].concat();
+    table.write_aux(aux(1), Some(b"one".to_vec()));
+    table.write_aux(aux(2), Some(b"two".to_vec()));
+    commit(&mut table, &store);
+    table.write_aux(aux(1), None);
+    table.write_aux(aux(3), Some(b"three".to_vec()));
+    let read = table.read_aux(&KeyRange::prefix(&AUX_PREFIX)).unwrap();
+    assert_eq!(
+        read,
+        vec![(aux(2), b"two".to_vec()), (aux(3), b"three".to_vec())]
+    );
+}

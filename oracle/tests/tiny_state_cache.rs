@@ -1,0 +1,32 @@
+//! The oracle's seeds with a state cache of 4 KiB, so that every operator state path misses,
+//! reads back from the store and evicts, including across the kill -9 restarts some seeds
+//! make (`EDDY_ORACLE_TINY_CACHE_SEEDS`, default 4 of each kind). The answers must be those the
+//! batch engine gives, as with the default cache.
+
+#[tokio::test]
+async fn views_equal_their_batch_queries_with_a_tiny_state_cache() {
+    eddy_oracle::set_server_args(vec!["--state-cache-mib".into(), "0.004".into()]);
+    let seeds: u64 = std::env::var("EDDY_ORACLE_TINY_CACHE_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    let mut failures = Vec::new();
+    for seed in 1..=seeds {
+        if let Err(error) = eddy_oracle::run_case(seed).await {
+            eprintln!("{error:#}");
+            failures.push(format!("{seed}"));
+        }
+        if let Err(error) = eddy_oracle::run_join_case(seed).await {
+            eprintln!("{error:#}");
+            failures.push(format!("{seed} (joins)"));
+        }
+        if let Err(error) = eddy_oracle::run_stream_join_case(seed).await {
+            eprintln!("{error:#}");
+            failures.push(format!("{seed} (stream-joins)"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "oracle seeds failed with a tiny state cache: {failures:?} (replay one: cargo run -p eddy-oracle --bin oracle-soak -- --state-cache-mib 0.004 --first SEED --seeds 1 [--kind joins|stream-joins])"
+    );
+}
