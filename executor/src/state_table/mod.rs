@@ -18,7 +18,10 @@
 //! table's counters.
 //!
 //! Keys starting `0xFF` are the table's own: `0xFF 0xFE` holds its counters and the operator's
-//! figures, `0xFF 0xFF ...` the operator's auxiliary rows (a join side's index by time).
+//! figures, `0xFF 0xFD ++ partition ++ group` marks each group that has rows, and
+//! `0xFF 0xFF ...` are the operator's auxiliary rows (a join side's index by time). A group's
+//! marker is a point read, which the store's bloom filters answer without touching its tables
+//! when the group is new: most groups a stream meets are, and a range read cannot use them.
 
 mod cache;
 #[cfg(test)]
@@ -39,6 +42,10 @@ use crate::Result;
 
 /// The key of a table's counters.
 const META_KEY: [u8; 2] = [0xFF, 0xFE];
+/// The first bytes of every group marker.
+const MARKER_PREFIX: [u8; 2] = [0xFF, 0xFD];
+/// In the counters' flags: every group with rows has its marker.
+const FLAG_MARKERS: u64 = 1;
 /// The first bytes of every auxiliary key.
 pub const AUX_PREFIX: [u8; 2] = [0xFF, 0xFF];
 
@@ -81,6 +88,8 @@ pub struct Group<V> {
     pub rows: BTreeMap<Box<[u8]>, V>,
     last_used: u64,
     memory: usize,
+    /// Whether the store holds the group's marker (it had rows at the last barrier).
+    marked: bool,
 }
 
 pub struct KeyedStateTable<V> {
@@ -97,6 +106,8 @@ pub struct KeyedStateTable<V> {
     meta_dirty: bool,
     /// Whether the table was written by a version that kept no counters.
     legacy: bool,
+    /// Whether groups with rows have markers (not in tables written before markers).
+    markers: bool,
     tick: u64,
     stats: StateTableStats,
 }
@@ -114,7 +125,7 @@ impl<V: StateValue> KeyedStateTable<V> {
             table,
             ..Default::default()
         };
-        let (mut extra, mut legacy) = (Vec::new(), false);
+        let (mut extra, mut legacy, mut markers) = (Vec::new(), false, true);
         match store.get(&table_key(table, &META_KEY))? {
             Some(meta) => {
                 let corrupt = || StorageError::Corrupt(format!("state table {table}'s counters"));
@@ -124,7 +135,8 @@ impl<V: StateValue> KeyedStateTable<V> {
                 };
                 stats.rows = number(0)?;
                 stats.bytes = number(8)?;
-                extra = meta[16..].to_vec();
+                markers = number(16)? & FLAG_MARKERS != 0;
+                extra = meta[24..].to_vec();
             }
             None => {
                 // Written before tables kept counters: count once, and keep them from now on.
@@ -133,6 +145,7 @@ impl<V: StateValue> KeyedStateTable<V> {
                         stats.rows += 1;
                         stats.bytes += (key.len() + value.len()) as u64;
                         legacy = true;
+                        markers = false;
                     }
                 }
             }
@@ -147,6 +160,7 @@ impl<V: StateValue> KeyedStateTable<V> {
             extra,
             meta_dirty: legacy,
             legacy,
+            markers,
             tick: 0,
             stats,
         })
@@ -234,31 +248,44 @@ impl<V: StateValue> KeyedStateTable<V> {
         if missing.is_empty() {
             return Ok(());
         }
-        // In store order, from one snapshot.
+        // In store order, from one snapshot: first the markers, then the groups that have one.
         missing.sort_unstable();
         let snapshot = self.store.snapshot()?;
+        let marked: Vec<bool> = if self.markers {
+            let keys: Vec<Vec<u8>> = missing
+                .iter()
+                .map(|(part, key)| marker_key(*part, key))
+                .collect();
+            let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+            let found = self.store.read_keys(&snapshot, self.table, &keys)?;
+            found.iter().map(Option::is_some).collect()
+        } else {
+            vec![true; missing.len()]
+        };
         let mut prefix = Vec::new();
-        for (part, key) in missing {
-            prefix.clear();
-            prefix.extend_from_slice(&part.to_be_bytes());
-            prefix.extend_from_slice(key);
-            let stored = self.store.read_range(
-                &snapshot,
-                self.table,
-                &KeyRange::prefix(&prefix),
-                usize::MAX,
-            )?;
-            self.stats.rows_read += stored.len() as u64;
+        for ((part, key), marked) in missing.into_iter().zip(marked) {
             let mut group = Group {
                 rows: BTreeMap::new(),
                 last_used: tick,
                 memory: ENTRY_OVERHEAD + key.len(),
+                marked: false,
             };
-            for (stored_key, value) in stored {
-                let row_key: Box<[u8]> = stored_key[prefix.len()..].into();
-                let value = V::decode(key, &value)?;
-                group.memory += row_memory(&row_key, &value);
-                group.rows.insert(row_key, value);
+            if marked {
+                prefix.clear();
+                prefix.extend_from_slice(&part.to_be_bytes());
+                prefix.extend_from_slice(key);
+                let range = KeyRange::prefix(&prefix);
+                let stored = self
+                    .store
+                    .read_range(&snapshot, self.table, &range, usize::MAX)?;
+                self.stats.rows_read += stored.len() as u64;
+                group.marked = !stored.is_empty();
+                for (stored_key, value) in stored {
+                    let row_key: Box<[u8]> = stored_key[prefix.len()..].into();
+                    let value = V::decode(key, &value)?;
+                    group.memory += row_memory(&row_key, &value);
+                    group.rows.insert(row_key, value);
+                }
             }
             self.cache.grow(group.memory);
             self.stats.cache_bytes += group.memory as u64;
@@ -396,22 +423,33 @@ impl<V: StateValue> KeyedStateTable<V> {
     /// Writes the rows changed since the last barrier, the auxiliary rows and the counters.
     pub fn persist(&mut self, epoch: &mut EpochBatch) {
         let mut writes = 0u64;
-        let mut key = Vec::new();
-        let mut value = Vec::new();
         for (group, row_keys) in self.dirty.drain() {
+            let entry = self.groups.get_mut(&group);
+            let has_rows = entry.as_ref().is_some_and(|g| !g.rows.is_empty());
+            if let Some(entry) = entry {
+                if entry.marked != has_rows {
+                    let key = marker_key(partition(&group), &group);
+                    match has_rows {
+                        true => epoch.put_owned(self.table, key, Vec::new()),
+                        false => epoch.delete_owned(self.table, key),
+                    }
+                    entry.marked = has_rows;
+                }
+            }
             let rows = self.groups.get(&group).map(|g| &g.rows);
+            let part = partition(&group).to_be_bytes();
             for row_key in row_keys {
-                key.clear();
-                key.extend_from_slice(&partition(&group).to_be_bytes());
+                let mut key = Vec::with_capacity(2 + group.len() + row_key.len());
+                key.extend_from_slice(&part);
                 key.extend_from_slice(&group);
                 key.extend_from_slice(&row_key);
                 match rows.and_then(|rows| rows.get(&row_key)) {
                     Some(row) => {
-                        value.clear();
+                        let mut value = Vec::with_capacity(row.stored_len());
                         row.encode(&group, &mut value);
-                        epoch.put(self.table, &key, value.clone());
+                        epoch.put_owned(self.table, key, value);
                     }
-                    None => epoch.delete(self.table, &key),
+                    None => epoch.delete_owned(self.table, key),
                 }
                 writes += 1;
             }
@@ -425,9 +463,11 @@ impl<V: StateValue> KeyedStateTable<V> {
             writes += 1;
         }
         if self.meta_dirty {
-            let mut meta = Vec::with_capacity(16 + self.extra.len());
+            let mut meta = Vec::with_capacity(24 + self.extra.len());
             meta.extend_from_slice(&self.stats.rows.to_le_bytes());
             meta.extend_from_slice(&self.stats.bytes.to_le_bytes());
+            let flags = if self.markers { FLAG_MARKERS } else { 0 };
+            meta.extend_from_slice(&flags.to_le_bytes());
             meta.extend_from_slice(&self.extra);
             epoch.put(self.table, &META_KEY, meta);
             self.meta_dirty = false;
@@ -460,6 +500,15 @@ impl<V> Drop for KeyedStateTable<V> {
     fn drop(&mut self) {
         self.cache.shrink(self.stats.cache_bytes as usize);
     }
+}
+
+/// The key of group `group`'s marker.
+fn marker_key(partition: u16, group: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(4 + group.len());
+    key.extend_from_slice(&MARKER_PREFIX);
+    key.extend_from_slice(&partition.to_be_bytes());
+    key.extend_from_slice(group);
+    key
 }
 
 fn row_memory<V: StateValue>(row_key: &[u8], value: &V) -> usize {

@@ -118,14 +118,54 @@ fn reopening_reads_the_counters_and_no_rows() {
 fn a_table_without_counters_is_counted_once() {
     let store: Arc<dyn Store> = Arc::new(MemStore::default());
     let mut epoch = EpochBatch::default();
-    epoch.put(30, &[0, 1, b'g', b'r'], b"value".to_vec());
+    let key = [&partition(b"g").to_be_bytes()[..], b"gr"].concat();
+    epoch.put(30, &key, b"value".to_vec());
     store.commit(epoch).unwrap();
     let cache = Arc::new(StateCache::default());
     let mut table = open(&store, &cache);
     assert!(table.is_legacy());
     assert_eq!((table.rows(), table.stats().bytes), (1, 9));
     commit(&mut table, &store);
-    assert!(!open(&store, &cache).is_legacy());
+    let mut table = open(&store, &cache);
+    assert!(!table.is_legacy());
+    // Its groups have no markers: they are found by their rows.
+    assert_eq!(
+        rows(&mut table, b"g"),
+        vec![(b"r".to_vec(), b"value".to_vec())]
+    );
+    table.insert(b"h", b"1", Bytes(b"new".to_vec())).unwrap();
+    commit(&mut table, &store);
+    let mut table = open(&store, &cache);
+    assert_eq!(
+        rows(&mut table, b"h"),
+        vec![(b"1".to_vec(), b"new".to_vec())]
+    );
+}
+
+#[test]
+fn a_group_emptied_loses_its_marker_and_reads_back_empty() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::default());
+    let cache = Arc::new(StateCache::default());
+    let mut table = open(&store, &cache);
+    table.insert(b"g", b"1", Bytes(b"x".to_vec())).unwrap();
+    commit(&mut table, &store);
+    let markers = |store: &Arc<dyn Store>| {
+        store
+            .scan_table(30)
+            .unwrap()
+            .into_iter()
+            .filter(|(k, _)| k.starts_with(&MARKER_PREFIX))
+            .count()
+    };
+    assert_eq!(markers(&store), 1);
+    let mut table = open(&store, &cache);
+    assert_eq!(rows(&mut table, b"g").len(), 1);
+    table.remove(b"g", b"1").unwrap();
+    commit(&mut table, &store);
+    assert_eq!(markers(&store), 0);
+    let mut table = open(&store, &cache);
+    assert!(rows(&mut table, b"g").is_empty());
+    assert_eq!(table.stats().rows_read, 0, "an unmarked group is not read");
 }
 
 #[test]
