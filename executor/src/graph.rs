@@ -363,7 +363,7 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                 } else if WindowedAggregateOperator::supports(&plan) {
                     Box::new(WindowedAggregateOperator::new(plan, table, store)?)
                 } else {
-                    Box::new(AggregateOperator::new(plan, table, store)?)
+                    Box::new(AggregateOperator::new(plan, table, self.state)?)
                 }
             }
             NodeKind::Join(join) => {

@@ -3,9 +3,14 @@
 //! Each group (the row-encoded GROUP BY key) keeps one accumulator per aggregate and a row
 //! count. Inserts update, deletes retract. Emit-on-update views get each changed group's new
 //! row at the barrier; `EMIT ON WINDOW CLOSE` views get a group's final row when the watermark
-//! passes its window's end. Closed windows are evicted either way. Dirty groups' accumulator
-//! states are written into the epoch's batch and merged back on restart.
+//! passes its window's end. Closed windows are evicted either way.
+//!
+//! Groups live in a state table (one row per group, its accumulators' states encoded together
+//! at each barrier, merged back when a group is read again): the cache holds the hot ones, and
+//! a restart reads none. Groups of a window are also indexed by the window's end (auxiliary
+//! rows), which is all a restart reads: the windows a watermark will close.
 
+mod accumulators;
 mod distinct;
 mod grouping;
 mod min_max;
@@ -18,24 +23,24 @@ pub use windowed::WindowedAggregateOperator;
 
 use std::collections::BTreeMap;
 
-use hashbrown::{HashMap, HashSet};
-use std::sync::Arc;
+use hashbrown::HashSet;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array};
-use datafusion::arrow::compute::{cast, take};
+use datafusion::arrow::array::ArrayRef;
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
-use datafusion::physical_expr::aggregate::AggregateExprBuilder;
 use eddy_planner::window::to_micros;
 use eddy_planner::{AggregatePlan, WindowBound};
-use eddy_storage::{EpochBatch, RowCodec, Store, TableId};
+use eddy_storage::{EpochBatch, KeyRange, RowCodec, StorageError, TableId};
+use std::sync::Arc;
 
-use crate::state_size::{SizeEstimate, ENTRY_OVERHEAD};
+use crate::state_size::ENTRY_OVERHEAD;
+use crate::state_table::{KeyedStateTable, StateContext, StateTableStats, StateValue, AUX_PREFIX};
 use crate::{Barrier, ExecError, Message, Op, Operator, Result, StreamChunk, Watermark};
-use distinct::RetractableDistinct;
+use accumulators::new_accumulators;
+use accumulators::AggregateInputs;
 use grouping::{group_columns, grouped_rows, permanent_keys};
-use min_max::RetractableMinMax;
 use state::{rebuild_after_state, StateCodec};
 
 /// One group's running aggregate.
@@ -47,28 +52,53 @@ struct Group {
     last_output: Option<Vec<ScalarValue>>,
     /// End of the group's window in micros, when the groups are windows.
     window_end: Option<i64>,
+    /// Bytes of its state as last stored.
+    stored: usize,
 }
+
+impl StateValue for Group {
+    fn memory(&self) -> usize {
+        group_bytes(0, self) - ENTRY_OVERHEAD
+    }
+
+    fn stored_len(&self) -> usize {
+        self.stored
+    }
+
+    fn stored_as(&mut self, len: usize) {
+        self.stored = len;
+    }
+}
+
+/// The one row key of a group's row in the state table.
+const ROW: &[u8] = b"";
 
 pub struct AggregateOperator {
     plan: AggregatePlan,
-    state_table: TableId,
+    table: KeyedStateTable<Group>,
     key_codec: RowCodec,
     state_codec: StateCodec,
-    groups: HashMap<Vec<u8>, Group>,
-    /// Groups changed since the last barrier.
+    /// Groups changed since the last barrier (cached until then).
     dirty: HashSet<Vec<u8>>,
-    /// Groups whose state must be deleted at the next barrier.
-    evicted: HashSet<Vec<u8>>,
     /// Window end (micros) → groups in that window, to evict closed windows cheaply.
     windows: BTreeMap<i64, HashSet<Vec<u8>>>,
     /// Groups that have a row even when empty (a global aggregate's, an empty grouping set's).
     permanent: HashSet<Vec<u8>>,
-    group_size: SizeEstimate,
+}
+
+/// The auxiliary key of a group in the index by window end.
+fn window_key(end: i64, group: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(10 + group.len());
+    key.extend_from_slice(&AUX_PREFIX);
+    key.extend_from_slice(&((end as u64) ^ (1 << 63)).to_be_bytes());
+    key.extend_from_slice(group);
+    key
 }
 
 impl AggregateOperator {
-    /// Builds the operator and loads its state from the last committed epoch.
-    pub fn new(plan: AggregatePlan, state_table: TableId, store: &dyn Store) -> Result<Self> {
+    /// Builds the operator over state table `state_table`: its groups are read as keys need
+    /// them; only the index of open windows is read now.
+    pub fn new(plan: AggregatePlan, state_table: TableId, state: &StateContext) -> Result<Self> {
         let group_fields: Vec<Field> = plan.schema.fields()[..plan.group_len()]
             .iter()
             .map(|f| f.as_ref().clone().with_nullable(true))
@@ -85,23 +115,34 @@ impl AggregateOperator {
         let permanent = permanent_keys(&plan, &key_codec)?;
         let mut operator = Self {
             plan,
-            state_table,
+            table: state.open(state_table, "aggregate")?,
             key_codec,
             state_codec,
-            groups: HashMap::new(),
             dirty: HashSet::new(),
-            evicted: HashSet::new(),
             windows: BTreeMap::new(),
             permanent: HashSet::new(),
-            group_size: SizeEstimate::default(),
         };
-        operator.load(store)?;
+        if operator.table.is_legacy() {
+            operator.upgrade()?;
+        }
+        let index = operator.table.read_aux(&KeyRange::prefix(&AUX_PREFIX))?;
+        for (key, _) in index {
+            let corrupt = || StorageError::Corrupt("aggregate window index row".into());
+            let end = key.get(2..10).ok_or_else(corrupt)?;
+            let end =
+                (u64::from_be_bytes(end.try_into().map_err(|_| corrupt())?) ^ (1 << 63)) as i64;
+            operator
+                .windows
+                .entry(end)
+                .or_default()
+                .insert(key[10..].to_vec());
+        }
+        operator.load(permanent.iter().map(Vec::as_slice))?;
         for key in permanent {
             // A global aggregate always has its one row, even over no input (count = 0).
-            if !operator.groups.contains_key(&key) {
-                operator
-                    .groups
-                    .insert(key.clone(), operator.new_group(None)?);
+            if operator.table.group(&key).is_none_or(|g| g.is_empty()) {
+                let group = operator.new_group(None)?;
+                operator.table.insert(&key, ROW, group)?;
                 operator.dirty.insert(key.clone());
             }
             operator.permanent.insert(key);
@@ -110,27 +151,43 @@ impl AggregateOperator {
     }
 
     fn new_group(&self, window_end: Option<i64>) -> Result<Group> {
-        Ok(Group {
-            accumulators: new_accumulators(&self.plan)?,
-            row_count: 0,
-            last_output: None,
-            window_end,
+        fresh_group(&self.plan, window_end)
+    }
+
+    /// Caches the groups of `keys`, decoding the missing ones from the store.
+    fn load<'a>(&mut self, keys: impl IntoIterator<Item = &'a [u8]>) -> Result<()> {
+        let Self {
+            table,
+            plan,
+            state_codec,
+            ..
+        } = self;
+        table.load_with(keys, |_, stored| {
+            let mut group = fresh_group(plan, None)?;
+            state_codec.restore(stored, &mut group)?;
+            group.stored = stored.len();
+            Ok(group)
         })
     }
 
-    fn load(&mut self, store: &dyn Store) -> Result<()> {
-        let rows = store.scan_table(self.state_table)?;
-        let (mut measured, groups) = (0, rows.len());
+    /// A table written before state tables: its rows (keyed by group alone) move to their
+    /// places, and windowed groups get their index rows.
+    fn upgrade(&mut self) -> Result<()> {
+        let rows = self.table.store().scan_table(self.table.table())?;
+        self.table.rewrite_begin();
         for (key, value) in rows {
             let mut group = self.new_group(None)?;
             self.state_codec.restore(&value, &mut group)?;
+            self.table.write_raw(key.clone(), None);
+            self.load([key.as_slice()])?;
             if let Some(end) = group.window_end {
-                self.windows.entry(end).or_default().insert(key.clone());
+                self.table
+                    .write_aux(window_key(end, &key), Some(Vec::new()));
             }
-            measured += group_bytes(key.len(), &group);
-            self.groups.insert(key, group);
+            self.table.insert(&key, ROW, group)?;
+            self.dirty.insert(key);
         }
-        self.group_size.observe(measured, groups);
+        self.table.rewritten();
         Ok(())
     }
 
@@ -182,30 +239,56 @@ impl AggregateOperator {
     /// update pair (old values retracted first), a delete, or nothing when nothing changed.
     fn emit_changes(&mut self, key: &[u8], rows: &mut Vec<EmittedRow>) -> Result<()> {
         let global = self.permanent.contains(key);
-        let Some(group) = self.groups.get_mut(key) else {
-            return Ok(());
-        };
-        let current = if group.row_count > 0 || global {
-            Some(evaluate_all(group)?)
-        } else {
-            None
-        };
-        match (group.last_output.take(), current) {
-            (Some(old), Some(new)) if old == new => group.last_output = Some(old),
-            (Some(old), Some(new)) => {
-                rows.push((key.to_vec(), Op::UpdateDelete, old));
-                rows.push((key.to_vec(), Op::UpdateInsert, new.clone()));
-                group.last_output = Some(new);
+        let emitted = self.table.modify(key, ROW, |group| -> Result<()> {
+            let current = if group.row_count > 0 || global {
+                Some(evaluate_all(group)?)
+            } else {
+                None
+            };
+            match (group.last_output.take(), current) {
+                (Some(old), Some(new)) if old == new => group.last_output = Some(old),
+                (Some(old), Some(new)) => {
+                    rows.push((key.to_vec(), Op::UpdateDelete, old));
+                    rows.push((key.to_vec(), Op::UpdateInsert, new.clone()));
+                    group.last_output = Some(new);
+                }
+                (None, Some(new)) => {
+                    rows.push((key.to_vec(), Op::Insert, new.clone()));
+                    group.last_output = Some(new);
+                }
+                (Some(old), None) => rows.push((key.to_vec(), Op::Delete, old)),
+                (None, None) => {}
             }
-            (None, Some(new)) => {
-                rows.push((key.to_vec(), Op::Insert, new.clone()));
-                group.last_output = Some(new);
+            Ok(())
+        })?;
+        emitted.unwrap_or(Ok(()))
+    }
+
+    /// Removes a group from the state and its window's index.
+    fn drop_group(&mut self, key: &[u8]) -> Result<()> {
+        if let Some(group) = self.table.remove(key, ROW)? {
+            if let Some(end) = group.window_end {
+                if let Some(set) = self.windows.get_mut(&end) {
+                    set.remove(key);
+                    if set.is_empty() {
+                        self.windows.remove(&end);
+                    }
+                }
+                self.table.write_aux(window_key(end, key), None);
             }
-            (Some(old), None) => rows.push((key.to_vec(), Op::Delete, old)),
-            (None, None) => {}
         }
         Ok(())
     }
+}
+
+fn fresh_group(plan: &AggregatePlan, window_end: Option<i64>) -> Result<Group> {
+    Ok(Group {
+        accumulators: new_accumulators(plan)?,
+        row_count: 0,
+        last_output: None,
+        window_end,
+        stored: 0,
+    })
 }
 
 /// A row an aggregate emits: group key, op, one value per aggregate.
@@ -234,67 +317,6 @@ fn internal(message: &str) -> ExecError {
     ExecError::DataFusion(datafusion::error::DataFusionError::Internal(message.into()))
 }
 
-/// Creates one accumulator per aggregate, retractable when the input can retract.
-fn new_accumulators(plan: &AggregatePlan) -> Result<Vec<Box<dyn Accumulator>>> {
-    plan.aggregates
-        .iter()
-        .map(|agg| {
-            if plan.input_append_only {
-                return Ok(agg.create_accumulator()?);
-            }
-            if agg.is_distinct() {
-                return distinct_accumulator(plan, agg);
-            }
-            retractable_accumulator(agg)
-        })
-        .collect()
-}
-
-/// An accumulator that follows deletes, for an aggregate without DISTINCT.
-fn retractable_accumulator(
-    agg: &datafusion::physical_expr::aggregate::AggregateFunctionExpr,
-) -> Result<Box<dyn Accumulator>> {
-    let name = agg.fun().name().to_lowercase();
-    if name == "min" || name == "max" {
-        let data_type = agg.field().data_type().clone();
-        return Ok(Box::new(RetractableMinMax::new(name == "max", data_type)?));
-    }
-    // DataFusion refuses a sliding accumulator for some functions and gives one that
-    // cannot retract for others: either way the function cannot follow deletes.
-    agg.create_sliding_accumulator()
-        .ok()
-        .filter(|a| a.supports_retract_batch())
-        .ok_or_else(|| {
-            ExecError::NotSupported(format!(
-                "{}() cannot retract rows, so it cannot aggregate an input with updates or deletes (a table with a primary key or without APPEND ONLY, an upsert source, or a view that updates its rows)",
-                agg.fun().name()
-            ))
-        })
-}
-
-/// `f(DISTINCT x)` over an input that retracts: `f(x)`'s retractable accumulator over the
-/// distinct values (DataFusion's DISTINCT accumulators cannot save a state that retracts).
-fn distinct_accumulator(
-    plan: &AggregatePlan,
-    agg: &datafusion::physical_expr::aggregate::AggregateFunctionExpr,
-) -> Result<Box<dyn Accumulator>> {
-    let args = agg.expressions();
-    let [arg] = args.as_slice() else {
-        return Err(ExecError::NotSupported(format!(
-            "{}(DISTINCT ...) of several arguments over an input with updates or deletes",
-            agg.fun().name()
-        )));
-    };
-    let value_type = arg.data_type(&plan.input_schema)?;
-    let plain = AggregateExprBuilder::new(Arc::new(agg.fun().clone()), args.clone())
-        .schema(plan.input_schema.clone())
-        .alias(agg.name())
-        .with_ignore_nulls(agg.ignore_nulls())
-        .build()?;
-    let inner = retractable_accumulator(&plain)?;
-    Ok(Box::new(RetractableDistinct::new(value_type, inner)?))
-}
-
 impl Operator for AggregateOperator {
     fn name(&self) -> &'static str {
         "Aggregate"
@@ -312,7 +334,7 @@ impl Operator for AggregateOperator {
 
         // Row indices per group, inserts and retractions apart, groups in first-seen order.
         let mut order: Vec<&[u8]> = Vec::new();
-        let mut by_group: HashMap<&[u8], GroupRows> = HashMap::new();
+        let mut by_group: hashbrown::HashMap<&[u8], GroupRows> = hashbrown::HashMap::new();
         for (i, op) in chunk.ops.iter().enumerate() {
             let key: &[u8] = keys.as_ref().map_or(&[], |k| k.row(i).data());
             let entry = by_group.entry(key).or_insert_with(|| {
@@ -326,29 +348,32 @@ impl Operator for AggregateOperator {
             }
         }
 
+        self.table.begin_chunk();
+        self.load(order.iter().copied())?;
         for key in order {
             let (inserts, retracts, first_row) = &by_group[key];
-            if !self.groups.contains_key(key) {
+            if self.table.group(key).is_none_or(|g| g.is_empty()) {
                 let window_end = window_ends.as_ref().and_then(|ends| ends[*first_row]);
                 if let Some(end) = window_end {
                     self.windows.entry(end).or_default().insert(key.to_vec());
+                    self.table.write_aux(window_key(end, key), Some(Vec::new()));
                 }
                 let group = self.new_group(window_end)?;
-                self.groups.insert(key.to_vec(), group);
+                self.table.insert(key, ROW, group)?;
             }
-            let group = self
-                .groups
-                .get_mut(key)
-                .ok_or_else(|| internal("group vanished"))?;
-            for (index, accumulator) in group.accumulators.iter_mut().enumerate() {
-                if let Some(args) = inputs.take(index, inserts)? {
-                    accumulator.update_batch(&args)?;
+            let updated = self.table.modify(key, ROW, |group| -> Result<()> {
+                for (index, accumulator) in group.accumulators.iter_mut().enumerate() {
+                    if let Some(args) = inputs.take(index, inserts)? {
+                        accumulator.update_batch(&args)?;
+                    }
+                    if let Some(args) = inputs.take(index, retracts)? {
+                        accumulator.retract_batch(&args)?;
+                    }
                 }
-                if let Some(args) = inputs.take(index, retracts)? {
-                    accumulator.retract_batch(&args)?;
-                }
-            }
-            group.row_count += inserts.len() as i64 - retracts.len() as i64;
+                group.row_count += inserts.len() as i64 - retracts.len() as i64;
+                Ok(())
+            })?;
+            updated.ok_or_else(|| internal("group vanished"))??;
             self.dirty.insert(key.to_vec());
         }
         Ok(())
@@ -360,25 +385,33 @@ impl Operator for AggregateOperator {
             let window_ends_closed = watermark.value + self.plan.watermark_shift;
             let still_open = self.windows.split_off(&(window_ends_closed + 1));
             let closed = std::mem::replace(&mut self.windows, still_open);
+            let closed: Vec<(i64, Vec<u8>)> = closed
+                .into_iter()
+                .flat_map(|(end, keys)| keys.into_iter().map(move |key| (end, key)))
+                .collect();
+            self.table.begin_chunk();
+            self.load(closed.iter().map(|(_, key)| key.as_slice()))?;
             let mut final_rows = Vec::new();
-            for key in closed.into_values().flatten() {
+            for (end, key) in closed {
                 if self.plan.emit_on_window_close {
-                    if let Some(group) = self.groups.get_mut(&key) {
-                        if group.row_count > 0 {
-                            final_rows.push((key.clone(), Op::Insert, evaluate_all(group)?));
-                        }
+                    let last = self.table.modify(&key, ROW, |group| -> Result<Option<_>> {
+                        Ok(match group.row_count > 0 {
+                            true => Some(evaluate_all(group)?),
+                            false => None,
+                        })
+                    })?;
+                    if let Some(values) = last.transpose()?.flatten() {
+                        final_rows.push((key.clone(), Op::Insert, values));
                     }
                 } else if self.dirty.contains(&key) {
                     self.emit_changes(&key, &mut final_rows)?;
                 }
                 self.dirty.remove(&key);
-                self.evicted.insert(key);
+                self.table.remove(&key, ROW)?;
+                self.table.write_aux(window_key(end, &key), None);
             }
             if let Some(chunk) = self.output(&final_rows)? {
                 out.push(Message::Chunk(chunk));
-            }
-            for key in &self.evicted {
-                self.groups.remove(key);
             }
         }
         out.push(Message::Watermark(watermark));
@@ -402,46 +435,36 @@ impl Operator for AggregateOperator {
                 out.push(Message::Chunk(chunk));
             }
         }
-        // Dirty groups leave the map while their states are encoded together.
-        let mut kept = Vec::with_capacity(dirty.len());
-        for key in dirty {
-            let Some(group) = self.groups.remove(&key) else {
-                continue;
-            };
-            if group.row_count <= 0 && !self.permanent.contains(&key) {
-                if let Some(end) = group.window_end {
-                    if let Some(set) = self.windows.get_mut(&end) {
-                        set.remove(&key);
-                    }
-                }
-                epoch.delete(self.state_table, &key);
-            } else {
-                kept.push((key, group));
+        // Groups that lost their last row leave the state (and their window's index).
+        for key in &dirty {
+            let empty = self
+                .table
+                .group(key)
+                .and_then(|g| g.get(ROW))
+                .is_some_and(|g| g.row_count <= 0);
+            if empty && !self.permanent.contains(key) {
+                self.drop_group(key)?;
             }
         }
-        let states = self
-            .state_codec
-            .encode_all(kept.iter_mut().map(|(_, group)| group), || {
-                new_accumulators(&self.plan)
-            })?;
-        let measured: usize = kept.iter().map(|(key, g)| group_bytes(key.len(), g)).sum();
-        self.group_size.observe(measured, kept.len());
-        for ((key, group), state) in kept.into_iter().zip(states) {
-            epoch.put(self.state_table, &key, state);
-            self.groups.insert(key, group);
-        }
-        for key in std::mem::take(&mut self.evicted) {
-            epoch.delete(self.state_table, &key);
-        }
-        Ok(())
+        let Self {
+            table,
+            plan,
+            state_codec,
+            ..
+        } = self;
+        table.persist_with(epoch, |rows| {
+            state_codec.encode_all(rows.into_iter().map(|(_, group)| group), || {
+                new_accumulators(plan)
+            })
+        })
     }
 
     fn state_rows(&self) -> usize {
-        self.groups.len()
+        self.table.rows() as usize
     }
 
     fn state_bytes(&self) -> usize {
-        self.group_size.total(self.groups.len())
+        self.table.cache_bytes()
     }
 
     fn open_windows(&self) -> usize {
@@ -450,71 +473,14 @@ impl Operator for AggregateOperator {
             .filter(|groups| !groups.is_empty())
             .count()
     }
-}
 
-/// What each aggregate reads from one chunk: its arguments (then its ORDER BY columns, which
-/// order-sensitive accumulators sort by themselves) and its FILTER.
-struct AggregateInputs {
-    arguments: Vec<Vec<ArrayRef>>,
-    filters: Vec<Option<BooleanArray>>,
-}
-
-impl AggregateInputs {
-    fn evaluate(plan: &AggregatePlan, batch: &RecordBatch) -> Result<Self> {
-        let rows = batch.num_rows();
-        let arguments = plan
-            .aggregates
-            .iter()
-            .map(|agg| {
-                let order_by = agg.order_bys().iter().map(|sort| sort.expr.clone());
-                agg.expressions()
-                    .into_iter()
-                    .chain(order_by)
-                    .map(|e| e.evaluate(batch)?.into_array(rows))
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .collect::<Result<_, _>>()?;
-        let filters = plan
-            .filters
-            .iter()
-            .map(|filter| -> Result<Option<BooleanArray>> {
-                let Some(filter) = filter else {
-                    return Ok(None);
-                };
-                let mask = filter.evaluate(batch)?.into_array(rows)?;
-                Ok(Some(mask.as_boolean().clone()))
-            })
-            .collect::<Result<_>>()?;
-        Ok(Self { arguments, filters })
-    }
-
-    /// Aggregate `index`'s inputs at `indices` (those its FILTER keeps); None when no row is.
-    fn take(&self, index: usize, indices: &[u32]) -> Result<Option<Vec<ArrayRef>>> {
-        let kept: Vec<u32> = match &self.filters[index] {
-            Some(mask) => indices
-                .iter()
-                .copied()
-                .filter(|&i| mask.is_valid(i as usize) && mask.value(i as usize))
-                .collect(),
-            None => indices.to_vec(),
-        };
-        if kept.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(take_all(&self.arguments[index], &kept)?))
+    fn state_tables(&self) -> Vec<StateTableStats> {
+        vec![self.table.stats()]
     }
 }
 
 /// One group's rows in a chunk: insert indices, retract indices, and its first row.
 type GroupRows = (Vec<u32>, Vec<u32>, usize);
-
-fn take_all(columns: &[ArrayRef], indices: &[u32]) -> Result<Vec<ArrayRef>> {
-    let indices = UInt32Array::from(indices.to_vec());
-    Ok(columns
-        .iter()
-        .map(|c| take(c.as_ref(), &indices, None))
-        .collect::<Result<_, _>>()?)
-}
 
 #[cfg(test)]
 mod tests;

@@ -127,6 +127,7 @@ impl SessionAggregateOperator {
             row_count: 0,
             last_output: None,
             window_end: Some(end),
+            stored: 0,
         })
     }
 

@@ -12,6 +12,15 @@ use datafusion::physical_expr::PhysicalExpr;
 use eddy_planner::{AggregatePlan, GroupingSetSpec};
 use eddy_storage::{EpochBatch, MemStore, Store};
 
+use crate::state_table::{StateCache, StateContext};
+
+fn state() -> StateContext {
+    StateContext::new(
+        Arc::new(MemStore::default()),
+        Arc::new(StateCache::default()),
+    )
+}
+
 use super::AggregateOperator;
 use crate::{Barrier, Message, Op, Operator, StreamChunk};
 
@@ -123,22 +132,23 @@ fn barrier(operator: &mut AggregateOperator, store: &dyn Store, epoch: u64) -> V
 
 #[test]
 fn emits_inserts_then_update_pairs_then_deletes() {
-    let store = MemStore::default();
-    let mut operator = AggregateOperator::new(plan(false), 100, &store).unwrap();
+    let state = state();
+    let store = state.store.as_ref();
+    let mut operator = AggregateOperator::new(plan(false), 100, &state).unwrap();
     let mut out = Vec::new();
     operator
         .process_chunk(chunk("+ 1 10\n+ 1 30\n+ 2 5"), &mut out)
         .unwrap();
     assert!(out.is_empty(), "rows are emitted at the barrier");
     assert_eq!(
-        barrier(&mut operator, &store, 1),
+        barrier(&mut operator, store, 1),
         vec!["+ 1 40 30", "+ 2 5 5"]
     );
 
     // Retracting the maximum reveals the next one; the old row is retracted first.
     operator.process_chunk(chunk("- 1 30"), &mut out).unwrap();
     assert_eq!(
-        barrier(&mut operator, &store, 2),
+        barrier(&mut operator, store, 2),
         vec!["U- 1 40 30", "U+ 1 10 10"]
     );
 
@@ -146,46 +156,92 @@ fn emits_inserts_then_update_pairs_then_deletes() {
     operator
         .process_chunk(chunk("+ 2 7\n- 2 7"), &mut out)
         .unwrap();
-    assert!(barrier(&mut operator, &store, 3).is_empty());
+    assert!(barrier(&mut operator, store, 3).is_empty());
 
     // The last row of a group going away deletes the group's row and its state.
     operator.process_chunk(chunk("- 2 5"), &mut out).unwrap();
-    assert_eq!(barrier(&mut operator, &store, 4), vec!["- 2 5 5"]);
-    assert_eq!(store.scan_table(100).unwrap().len(), 1);
+    assert_eq!(barrier(&mut operator, store, 4), vec!["- 2 5 5"]);
+    assert_eq!(operator.state_rows(), 1);
+    let stored = store.scan_table(100).unwrap();
+    assert_eq!(stored.iter().filter(|(k, _)| k[0] != 0xFF).count(), 1);
 }
 
 #[test]
 fn state_restored_from_the_store_continues_exactly() {
-    let store = MemStore::default();
-    let mut operator = AggregateOperator::new(plan(false), 100, &store).unwrap();
+    let state = state();
+    let store = state.store.as_ref();
+    let mut operator = AggregateOperator::new(plan(false), 100, &state).unwrap();
     let mut out = Vec::new();
     operator
         .process_chunk(chunk("+ 1 10\n+ 1 30"), &mut out)
         .unwrap();
-    barrier(&mut operator, &store, 1);
+    barrier(&mut operator, store, 1);
     // Uncommitted input is lost with the operator, as in a crash.
     operator.process_chunk(chunk("+ 1 1000"), &mut out).unwrap();
     drop(operator);
 
-    let mut restored = AggregateOperator::new(plan(false), 100, &store).unwrap();
+    let mut restored = AggregateOperator::new(plan(false), 100, &state).unwrap();
     restored
         .process_chunk(chunk("- 1 30\n+ 1 20"), &mut out)
         .unwrap();
     assert_eq!(
-        barrier(&mut restored, &store, 2),
+        barrier(&mut restored, store, 2),
         vec!["U- 1 40 30", "U+ 1 30 20"]
+    );
+}
+
+/// State written before state tables (each group's state under its key alone, no counters)
+/// moves to its place on open, and the aggregate goes on from it.
+#[test]
+fn state_of_the_older_layout_moves_and_continues() {
+    let state = state();
+    let store = state.store.as_ref();
+    let mut operator = AggregateOperator::new(plan(false), 100, &state).unwrap();
+    let mut out = Vec::new();
+    operator
+        .process_chunk(chunk("+ 1 10\n+ 1 30\n+ 2 5"), &mut out)
+        .unwrap();
+    barrier(&mut operator, store, 1);
+    drop(operator);
+    // Rewrite the table in the older layout: group key → state, nothing else.
+    let mut older = EpochBatch::default();
+    for (key, value) in store.scan_table(100).unwrap() {
+        older.delete(100, &key);
+        if key[0] != 0xFF {
+            older.put(100, &key[2..], value);
+        }
+    }
+    store.commit(older).unwrap();
+
+    let mut restored = AggregateOperator::new(plan(false), 100, &state).unwrap();
+    assert_eq!(restored.state_rows(), 2);
+    restored.process_chunk(chunk("+ 1 2"), &mut out).unwrap();
+    assert_eq!(
+        barrier(&mut restored, store, 2),
+        vec!["U- 1 40 30", "U+ 1 42 30"]
+    );
+    // Moved for good: opened again, it is the current layout, with the same groups.
+    let mut again = AggregateOperator::new(plan(false), 100, &state).unwrap();
+    assert_eq!(again.state_rows(), 2);
+    again.process_chunk(chunk("- 2 5"), &mut out).unwrap();
+    assert_eq!(barrier(&mut again, store, 3), vec!["- 2 5 5"]);
+    let stored = store.scan_table(100).unwrap();
+    assert!(
+        stored.iter().all(|(k, _)| k[0] == 0 || k[0] == 0xFF),
+        "{stored:?}"
     );
 }
 
 #[test]
 fn append_only_input_uses_plain_accumulators() {
-    let store = MemStore::default();
-    let mut operator = AggregateOperator::new(plan(true), 100, &store).unwrap();
+    let state = state();
+    let store = state.store.as_ref();
+    let mut operator = AggregateOperator::new(plan(true), 100, &state).unwrap();
     let mut out = Vec::new();
     operator
         .process_chunk(chunk("+ 3 1\n+ 3 2"), &mut out)
         .unwrap();
-    assert_eq!(barrier(&mut operator, &store, 1), vec!["+ 3 3 2"]);
+    assert_eq!(barrier(&mut operator, store, 1), vec!["+ 3 3 2"]);
 }
 
 /// `SELECT k, sum(v) ... GROUP BY ROLLUP(k)`: the set (k) with id 0, the empty set with id 1.
@@ -248,18 +304,19 @@ fn barrier_text(operator: &mut AggregateOperator, store: &dyn Store, epoch: u64)
 
 #[test]
 fn rollup_counts_each_row_once_per_set_and_keeps_the_total() {
-    let store = MemStore::default();
-    let mut operator = AggregateOperator::new(rollup_plan(), 100, &store).unwrap();
+    let state = state();
+    let store = state.store.as_ref();
+    let mut operator = AggregateOperator::new(rollup_plan(), 100, &state).unwrap();
     // The total's row is there before any input, as PostgreSQL's ROLLUP total is.
     assert_eq!(
-        barrier_text(&mut operator, &store, 1),
+        barrier_text(&mut operator, store, 1),
         vec!["Insert NULL 1 NULL"]
     );
     let mut out = Vec::new();
     operator
         .process_chunk(chunk("+ 1 10\n+ 2 5"), &mut out)
         .unwrap();
-    let mut rows = barrier_text(&mut operator, &store, 2);
+    let mut rows = barrier_text(&mut operator, store, 2);
     rows.sort();
     assert_eq!(
         rows,
@@ -273,9 +330,9 @@ fn rollup_counts_each_row_once_per_set_and_keeps_the_total() {
 
     // A delete leaves every set's group it was counted in; restored state goes on from there.
     drop(operator);
-    let mut operator = AggregateOperator::new(rollup_plan(), 100, &store).unwrap();
+    let mut operator = AggregateOperator::new(rollup_plan(), 100, &state).unwrap();
     operator.process_chunk(chunk("- 2 5"), &mut out).unwrap();
-    let mut rows = barrier_text(&mut operator, &store, 3);
+    let mut rows = barrier_text(&mut operator, store, 3);
     rows.sort();
     assert_eq!(
         rows,

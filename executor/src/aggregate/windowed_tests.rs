@@ -239,9 +239,14 @@ fn emit_on_window_close_emits_each_group_once_when_its_window_closes() {
 #[test]
 fn agrees_with_the_general_operator_over_many_groups_and_pages() {
     let store = MemStore::default();
-    let general_store = MemStore::default();
+    // The general operator's state behind a 4 KiB cache: every group is read back each round.
+    let general_state = crate::state_table::StateContext::new(
+        std::sync::Arc::new(MemStore::default()),
+        std::sync::Arc::new(crate::state_table::StateCache::new(4096)),
+    );
+    let general_store = general_state.store.clone();
     let mut windowed = WindowedAggregateOperator::new(plan(false), STATE, &store).unwrap();
-    let mut general = AggregateOperator::new(plan(false), STATE, &general_store).unwrap();
+    let mut general = AggregateOperator::new(plan(false), STATE, &general_state).unwrap();
     let mut epoch = 0;
     for round in 0..4i64 {
         // 10,000 groups over three windows: several state pages per window.
@@ -259,12 +264,13 @@ fn agrees_with_the_general_operator_over_many_groups_and_pages() {
         push(&mut general, &text);
         epoch += 1;
         let mut a = barrier(&mut windowed, &store, epoch);
-        let mut b = barrier(&mut general, &general_store, epoch);
+        let mut b = barrier(&mut general, general_store.as_ref(), epoch);
         a.sort();
         b.sort();
         assert_eq!(a, b, "round {round}");
         if round == 1 {
             windowed = WindowedAggregateOperator::new(plan(false), STATE, &store).unwrap();
+            general = AggregateOperator::new(plan(false), STATE, &general_state).unwrap();
         }
     }
     assert!(store.scan_table(STATE).unwrap().len() >= 6);

@@ -446,7 +446,7 @@ impl Operator for LookupJoinOperator {
         // The table's rows of this epoch are committed with it: read from the store next.
         self.pending.clear();
         if let Some((emitted, _)) = &mut self.emitted {
-            emitted.persist(epoch);
+            emitted.persist(epoch)?;
         }
         Ok(())
     }

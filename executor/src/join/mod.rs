@@ -576,7 +576,7 @@ impl Operator for JoinOperator {
         _out: &mut Vec<Message>,
     ) -> Result<()> {
         for side in &mut self.sides {
-            side.persist(epoch);
+            side.persist(epoch)?;
         }
         Ok(())
     }

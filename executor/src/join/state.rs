@@ -14,7 +14,9 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use eddy_storage::{EpochBatch, KeyRange, RowCodec, StorageError};
 
-use crate::state_table::{KeyedStateTable, StateContext, StateTableStats, StateValue, AUX_PREFIX};
+use crate::state_table::{
+    KeyedStateTable, StateContext, StateRow, StateTableStats, StateValue, AUX_PREFIX,
+};
 use crate::Result;
 
 /// A stored row of one side.
@@ -32,7 +34,9 @@ impl StateValue for Entry {
     fn stored_len(&self) -> usize {
         12 + self.row.len()
     }
+}
 
+impl StateRow for Entry {
     fn encode(&self, group: &[u8], out: &mut Vec<u8>) {
         out.extend_from_slice(&self.degree.to_le_bytes());
         out.extend_from_slice(&(group.len() as u32).to_le_bytes());
@@ -329,9 +333,9 @@ impl SideState {
     }
 
     /// Writes the rows changed since the last barrier into the epoch, with the side's figures.
-    pub fn persist(&mut self, epoch: &mut EpochBatch) {
+    pub fn persist(&mut self, epoch: &mut EpochBatch) -> Result<()> {
         self.table.set_extra(self.figures.encode());
-        self.table.persist(epoch);
+        self.table.persist(epoch)
     }
 
     pub fn stats(&self) -> StateTableStats {

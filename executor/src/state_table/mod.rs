@@ -24,6 +24,7 @@
 //! when the group is new: most groups a stream meets are, and a range read cannot use them.
 
 mod cache;
+mod persist;
 #[cfg(test)]
 mod tests;
 
@@ -31,7 +32,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use eddy_storage::keys::table_key;
-use eddy_storage::{EpochBatch, KeyRange, StorageError, Store, TableId};
+use eddy_storage::{KeyRange, StorageError, Store, TableId};
 use hashbrown::{HashMap, HashSet};
 
 pub use cache::{StateCache, StateCacheStats, StateTableStats, DEFAULT_CACHE_BYTES};
@@ -71,12 +72,18 @@ impl StateContext {
     }
 }
 
-/// How an operator's row is kept: its memory, and its stored encoding.
+/// What a state table keeps of an operator's row: its memory and its stored size.
 pub trait StateValue: Sized {
     /// Bytes the value holds in memory beyond its map entry.
     fn memory(&self) -> usize;
-    /// Bytes of its stored value.
+    /// Bytes of its stored value (as last stored, for values encoded in batches).
     fn stored_len(&self) -> usize;
+    /// Told the length of the value just stored (for values encoded in batches).
+    fn stored_as(&mut self, _len: usize) {}
+}
+
+/// A row that encodes and decodes itself, one at a time.
+pub trait StateRow: StateValue {
     /// Appends the stored value of a row of `group` to `out`.
     fn encode(&self, group: &[u8], out: &mut Vec<u8>);
     /// The row back from its stored value.
@@ -101,6 +108,8 @@ pub struct KeyedStateTable<V> {
     dirty: HashMap<Box<[u8]>, HashSet<Box<[u8]>>>,
     /// Auxiliary rows to write at the next barrier (None: delete).
     aux: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Rows outside the table's layout to write first at the next barrier (an old layout's).
+    raw: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     /// The operator's figures, stored with the counters.
     extra: Vec<u8>,
     meta_dirty: bool,
@@ -157,6 +166,7 @@ impl<V: StateValue> KeyedStateTable<V> {
             groups: HashMap::new(),
             dirty: HashMap::new(),
             aux: BTreeMap::new(),
+            raw: Vec::new(),
             extra,
             meta_dirty: legacy,
             legacy,
@@ -228,8 +238,13 @@ impl<V: StateValue> KeyedStateTable<V> {
         self.cache.shrink(memory);
     }
 
-    /// Makes every group of `keys` cached, reading the missing ones from the store.
-    pub fn load<'a>(&mut self, keys: impl IntoIterator<Item = &'a [u8]>) -> Result<()> {
+    /// Makes every group of `keys` cached, reading the missing ones from the store and
+    /// decoding their rows with `decode(group, stored value)`.
+    pub fn load_with<'a>(
+        &mut self,
+        keys: impl IntoIterator<Item = &'a [u8]>,
+        mut decode: impl FnMut(&[u8], &[u8]) -> Result<V>,
+    ) -> Result<()> {
         let tick = self.tick;
         let mut missing: Vec<(u16, &[u8])> = Vec::new();
         let mut seen: HashSet<&[u8]> = HashSet::new();
@@ -282,7 +297,7 @@ impl<V: StateValue> KeyedStateTable<V> {
                 group.marked = !stored.is_empty();
                 for (stored_key, value) in stored {
                     let row_key: Box<[u8]> = stored_key[prefix.len()..].into();
-                    let value = V::decode(key, &value)?;
+                    let value = decode(key, &value)?;
                     group.memory += row_memory(&row_key, &value);
                     group.rows.insert(row_key, value);
                 }
@@ -305,14 +320,11 @@ impl<V: StateValue> KeyedStateTable<V> {
         self.groups.iter().map(|(k, g)| (k.as_ref(), &g.rows))
     }
 
-    /// Group `key`, read from the store when it is not cached.
+    /// Group `key`, which the operator loaded for this chunk.
     fn cached(&mut self, key: &[u8]) -> Result<&mut Group<V>> {
-        if !self.groups.contains_key(key) {
-            self.load([key])?;
-        }
         self.groups
             .get_mut(key)
-            .ok_or_else(|| crate::join::internal("a loaded group is not cached"))
+            .ok_or_else(|| crate::join::internal("a state group was changed before it was loaded"))
     }
 
     fn mark(&mut self, group: &[u8], row_key: &[u8]) {
@@ -397,6 +409,26 @@ impl<V: StateValue> KeyedStateTable<V> {
         self.aux.insert(key, value);
     }
 
+    /// Puts or deletes a row outside the table's layout at the next barrier, before anything
+    /// else the barrier writes (the rows of a table written in an older layout, moving).
+    pub fn write_raw(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+        self.raw.push((key, value));
+    }
+
+    /// Starts moving every row of a table in an older layout: the rows are counted again as
+    /// they are put in their places.
+    pub fn rewrite_begin(&mut self) {
+        self.stats.rows = 0;
+        self.stats.bytes = 0;
+    }
+
+    /// Declares that every group with rows has its marker from the next barrier on: the
+    /// operator moved every row of an older table into this epoch.
+    pub fn rewritten(&mut self) {
+        self.markers = true;
+        self.meta_dirty = true;
+    }
+
     /// Auxiliary rows whose keys lie in `range`, committed ones overlaid with those waiting for
     /// the next barrier, in key order.
     pub fn read_aux(&mut self, range: &KeyRange) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
@@ -420,63 +452,6 @@ impl<V: StateValue> KeyedStateTable<V> {
             .collect())
     }
 
-    /// Writes the rows changed since the last barrier, the auxiliary rows and the counters.
-    pub fn persist(&mut self, epoch: &mut EpochBatch) {
-        let mut writes = 0u64;
-        for (group, row_keys) in self.dirty.drain() {
-            let entry = self.groups.get_mut(&group);
-            let has_rows = entry.as_ref().is_some_and(|g| !g.rows.is_empty());
-            if let Some(entry) = entry {
-                if entry.marked != has_rows {
-                    let key = marker_key(partition(&group), &group);
-                    match has_rows {
-                        true => epoch.put_owned(self.table, key, Vec::new()),
-                        false => epoch.delete_owned(self.table, key),
-                    }
-                    entry.marked = has_rows;
-                }
-            }
-            let rows = self.groups.get(&group).map(|g| &g.rows);
-            let part = partition(&group).to_be_bytes();
-            for row_key in row_keys {
-                let mut key = Vec::with_capacity(2 + group.len() + row_key.len());
-                key.extend_from_slice(&part);
-                key.extend_from_slice(&group);
-                key.extend_from_slice(&row_key);
-                match rows.and_then(|rows| rows.get(&row_key)) {
-                    Some(row) => {
-                        let mut value = Vec::with_capacity(row.stored_len());
-                        row.encode(&group, &mut value);
-                        epoch.put_owned(self.table, key, value);
-                    }
-                    None => epoch.delete_owned(self.table, key),
-                }
-                writes += 1;
-            }
-            self.meta_dirty = true;
-        }
-        for (key, value) in std::mem::take(&mut self.aux) {
-            match value {
-                Some(value) => epoch.put_owned(self.table, key, value),
-                None => epoch.delete_owned(self.table, key),
-            }
-            writes += 1;
-        }
-        if self.meta_dirty {
-            let mut meta = Vec::with_capacity(24 + self.extra.len());
-            meta.extend_from_slice(&self.stats.rows.to_le_bytes());
-            meta.extend_from_slice(&self.stats.bytes.to_le_bytes());
-            let flags = if self.markers { FLAG_MARKERS } else { 0 };
-            meta.extend_from_slice(&flags.to_le_bytes());
-            meta.extend_from_slice(&self.extra);
-            epoch.put(self.table, &META_KEY, meta);
-            self.meta_dirty = false;
-            self.legacy = false;
-        }
-        self.stats.writes_last_epoch = writes;
-        self.stats.writes += writes;
-    }
-
     pub fn stats(&self) -> StateTableStats {
         self.stats.clone()
     }
@@ -496,20 +471,20 @@ impl<V: StateValue> KeyedStateTable<V> {
     }
 }
 
+impl<V: StateRow> KeyedStateTable<V> {
+    /// [`Self::load_with`] the rows' own decoding.
+    pub fn load<'a>(&mut self, keys: impl IntoIterator<Item = &'a [u8]>) -> Result<()> {
+        self.load_with(keys, V::decode)
+    }
+}
+
 impl<V> Drop for KeyedStateTable<V> {
     fn drop(&mut self) {
         self.cache.shrink(self.stats.cache_bytes as usize);
     }
 }
 
-/// The key of group `group`'s marker.
-fn marker_key(partition: u16, group: &[u8]) -> Vec<u8> {
-    let mut key = Vec::with_capacity(4 + group.len());
-    key.extend_from_slice(&MARKER_PREFIX);
-    key.extend_from_slice(&partition.to_be_bytes());
-    key.extend_from_slice(group);
-    key
-}
+use persist::marker_key;
 
 fn row_memory<V: StateValue>(row_key: &[u8], value: &V) -> usize {
     ENTRY_OVERHEAD + row_key.len() + value.memory()

@@ -15,6 +15,9 @@ impl StateValue for Bytes {
     fn stored_len(&self) -> usize {
         self.0.len()
     }
+}
+
+impl StateRow for Bytes {
     fn encode(&self, _group: &[u8], out: &mut Vec<u8>) {
         out.extend_from_slice(&self.0);
     }
@@ -23,13 +26,24 @@ impl StateValue for Bytes {
     }
 }
 
+/// Loads `group`, then puts the row.
+fn put(
+    table: &mut KeyedStateTable<Bytes>,
+    group: &[u8],
+    row_key: &[u8],
+    value: Bytes,
+) -> Result<Option<Bytes>> {
+    table.load([group])?;
+    table.insert(group, row_key, value)
+}
+
 fn open(store: &Arc<dyn Store>, cache: &Arc<StateCache>) -> KeyedStateTable<Bytes> {
     KeyedStateTable::open(30, "test", store.clone(), cache.clone()).unwrap()
 }
 
 fn commit(table: &mut KeyedStateTable<Bytes>, store: &Arc<dyn Store>) {
     let mut epoch = EpochBatch::default();
-    table.persist(&mut epoch);
+    table.persist(&mut epoch).unwrap();
     store.commit(epoch).unwrap();
 }
 
@@ -51,8 +65,8 @@ fn groups_evicted_from_a_tiny_cache_read_back_from_the_store() {
     for g in 0..50u8 {
         table.begin_chunk();
         table.load([&[g][..]]).unwrap();
-        table.insert(&[g], b"a", Bytes(vec![g; 10])).unwrap();
-        table.insert(&[g], b"b", Bytes(vec![g; 20])).unwrap();
+        put(&mut table, &[g], b"a", Bytes(vec![g; 10])).unwrap();
+        put(&mut table, &[g], b"b", Bytes(vec![g; 20])).unwrap();
         if g % 10 == 9 {
             commit(&mut table, &store);
         }
@@ -74,7 +88,9 @@ fn groups_evicted_from_a_tiny_cache_read_back_from_the_store() {
     assert!(stats.misses > 50 && stats.evictions > 0, "{stats:?}");
     // Changes to an evicted group land on top of what the store holds.
     table.begin_chunk();
+    table.load([&[3u8][..]]).unwrap();
     table.remove(&[3], b"a").unwrap();
+    table.load([&[4u8][..]]).unwrap();
     table.modify(&[4], b"b", |v| v.0.push(1)).unwrap();
     commit(&mut table, &store);
     for g in 0..10u8 {
@@ -91,8 +107,8 @@ fn reopening_reads_the_counters_and_no_rows() {
     let store: Arc<dyn Store> = Arc::new(MemStore::default());
     let cache = Arc::new(StateCache::default());
     let mut table = open(&store, &cache);
-    table.insert(b"g", b"1", Bytes(b"xyz".to_vec())).unwrap();
-    table.insert(b"h", b"1", Bytes(b"xy".to_vec())).unwrap();
+    put(&mut table, b"g", b"1", Bytes(b"xyz".to_vec())).unwrap();
+    put(&mut table, b"h", b"1", Bytes(b"xy".to_vec())).unwrap();
     table.set_extra(b"figures".to_vec());
     commit(&mut table, &store);
     let bytes = table.stats().bytes;
@@ -133,7 +149,7 @@ fn a_table_without_counters_is_counted_once() {
         rows(&mut table, b"g"),
         vec![(b"r".to_vec(), b"value".to_vec())]
     );
-    table.insert(b"h", b"1", Bytes(b"new".to_vec())).unwrap();
+    put(&mut table, b"h", b"1", Bytes(b"new".to_vec())).unwrap();
     commit(&mut table, &store);
     let mut table = open(&store, &cache);
     assert_eq!(
@@ -147,7 +163,7 @@ fn a_group_emptied_loses_its_marker_and_reads_back_empty() {
     let store: Arc<dyn Store> = Arc::new(MemStore::default());
     let cache = Arc::new(StateCache::default());
     let mut table = open(&store, &cache);
-    table.insert(b"g", b"1", Bytes(b"x".to_vec())).unwrap();
+    put(&mut table, b"g", b"1", Bytes(b"x".to_vec())).unwrap();
     commit(&mut table, &store);
     let markers = |store: &Arc<dyn Store>| {
         store
@@ -160,6 +176,7 @@ fn a_group_emptied_loses_its_marker_and_reads_back_empty() {
     assert_eq!(markers(&store), 1);
     let mut table = open(&store, &cache);
     assert_eq!(rows(&mut table, b"g").len(), 1);
+    table.load([&b"g"[..]]).unwrap();
     table.remove(b"g", b"1").unwrap();
     commit(&mut table, &store);
     assert_eq!(markers(&store), 0);

@@ -1,0 +1,127 @@
+//! A state table's barrier: the changed rows, the group markers, the auxiliary rows and the
+//! counters, written into the epoch's batch.
+
+use eddy_storage::EpochBatch;
+
+use super::{KeyedStateTable, StateRow, StateValue, FLAG_MARKERS, MARKER_PREFIX, META_KEY};
+use crate::partition::partition;
+use crate::Result;
+
+/// The key of group `group`'s marker.
+pub(super) fn marker_key(partition: u16, group: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(4 + group.len());
+    key.extend_from_slice(&MARKER_PREFIX);
+    key.extend_from_slice(&partition.to_be_bytes());
+    key.extend_from_slice(group);
+    key
+}
+
+impl<V: StateValue> KeyedStateTable<V> {
+    /// Writes the rows changed since the last barrier, encoded together by `encode` (one
+    /// stored value per `(group, row)` it is given, in order), then the auxiliary rows and the
+    /// counters.
+    pub fn persist_with(
+        &mut self,
+        epoch: &mut EpochBatch,
+        encode: impl FnOnce(Vec<(&[u8], &mut V)>) -> Result<Vec<Vec<u8>>>,
+    ) -> Result<()> {
+        let dirty = std::mem::take(&mut self.dirty);
+        let mut writes = 0u64;
+        for (key, value) in std::mem::take(&mut self.raw) {
+            match value {
+                Some(value) => epoch.put_owned(self.table, key, value),
+                None => epoch.delete_owned(self.table, key),
+            }
+            writes += 1;
+        }
+        let mut keys = Vec::new();
+        let mut rows = Vec::new();
+        for (group_key, group) in self.groups.iter_mut() {
+            let Some(row_keys) = dirty.get(group_key) else {
+                continue;
+            };
+            let has_rows = !group.rows.is_empty();
+            let part = partition(group_key);
+            if group.marked != has_rows {
+                let key = marker_key(part, group_key);
+                match has_rows {
+                    true => epoch.put_owned(self.table, key, Vec::new()),
+                    false => epoch.delete_owned(self.table, key),
+                }
+                group.marked = has_rows;
+            }
+            let part = part.to_be_bytes();
+            let stored_key = |row_key: &[u8]| {
+                let mut key = Vec::with_capacity(2 + group_key.len() + row_key.len());
+                key.extend_from_slice(&part);
+                key.extend_from_slice(group_key);
+                key.extend_from_slice(row_key);
+                key
+            };
+            for row_key in row_keys {
+                if !group.rows.contains_key(row_key) {
+                    epoch.delete_owned(self.table, stored_key(row_key));
+                    writes += 1;
+                }
+            }
+            for (row_key, row) in group.rows.iter_mut() {
+                if row_keys.contains(row_key) {
+                    keys.push(stored_key(row_key));
+                    rows.push((group_key.as_ref(), row));
+                }
+            }
+        }
+        let old: Vec<usize> = rows.iter().map(|(_, row)| row.stored_len()).collect();
+        let values = {
+            let pairs: Vec<(&[u8], &mut V)> =
+                rows.iter_mut().map(|(g, r)| (*g, &mut **r)).collect();
+            encode(pairs)?
+        };
+        for (((key, value), (_, row)), old) in keys.into_iter().zip(values).zip(rows).zip(old) {
+            self.stats.bytes = self.stats.bytes + value.len() as u64 - old as u64;
+            row.stored_as(value.len());
+            epoch.put_owned(self.table, key, value);
+            writes += 1;
+        }
+        if !dirty.is_empty() {
+            self.meta_dirty = true;
+        }
+        for (key, value) in std::mem::take(&mut self.aux) {
+            match value {
+                Some(value) => epoch.put_owned(self.table, key, value),
+                None => epoch.delete_owned(self.table, key),
+            }
+            writes += 1;
+        }
+        if self.meta_dirty {
+            let mut meta = Vec::with_capacity(24 + self.extra.len());
+            meta.extend_from_slice(&self.stats.rows.to_le_bytes());
+            meta.extend_from_slice(&self.stats.bytes.to_le_bytes());
+            let flags = if self.markers { FLAG_MARKERS } else { 0 };
+            meta.extend_from_slice(&flags.to_le_bytes());
+            meta.extend_from_slice(&self.extra);
+            epoch.put(self.table, &META_KEY, meta);
+            self.meta_dirty = false;
+            self.legacy = false;
+        }
+        self.stats.writes_last_epoch = writes;
+        self.stats.writes += writes;
+        Ok(())
+    }
+}
+
+impl<V: StateRow> KeyedStateTable<V> {
+    /// [`Self::persist_with`] each row's own encoding.
+    pub fn persist(&mut self, epoch: &mut EpochBatch) -> Result<()> {
+        self.persist_with(epoch, |rows| {
+            Ok(rows
+                .into_iter()
+                .map(|(group, row)| {
+                    let mut value = Vec::with_capacity(row.stored_len());
+                    row.encode(group, &mut value);
+                    value
+                })
+                .collect())
+        })
+    }
+}
