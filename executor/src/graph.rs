@@ -390,7 +390,7 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                     (**top).clone(),
                     table,
                     node.schema.clone(),
-                    self.store.as_ref(),
+                    self.state,
                 )?)
             }
             NodeKind::OverWindow(over) => {

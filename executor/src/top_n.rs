@@ -1,11 +1,13 @@
 //! The top-N operator (see `eddy_planner::TopNPlan`): each partition's rows in order by the
-//! memcomparable encoding of their ORDER BY values (ties by the row's key), in memory and in
-//! the store, and the changes of each partition's top as they happen (or once, when the
-//! partition closes, under `EMIT ON WINDOW CLOSE`).
+//! memcomparable encoding of their ORDER BY values (ties by the row's key), in a state table,
+//! and the changes of each partition's top as they happen (or once, when the partition closes,
+//! under `EMIT ON WINDOW CLOSE`).
 //!
-//! In the store a row's key is `partition hash (u16) ++ partition ++ order ++ row key` (the
-//! hash leaves room to split the state across threads by key later); its value is the
-//! partition's and the order's lengths, then the row (visible columns and stream key).
+//! A partition is a state table group, and a row's row key is its order then its stream key,
+//! so that a group's rows are in rank order: in the store a row's key is `partition hash (u16)
+//! ++ partition ++ order ++ row key`; its value is the partition's and the order's lengths,
+//! then the row (visible columns and stream key). Partitions that close are also indexed by
+//! their close time (auxiliary rows), which is all a restart reads.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,19 +17,52 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::arrow::row::{RowConverter, SortField};
 use eddy_planner::{RankKind, TopNPlan};
-use eddy_storage::{EpochBatch, RowCodec, StorageError, Store, TableId};
+use eddy_storage::{EpochBatch, KeyRange, RowCodec, StorageError, TableId};
 use hashbrown::{HashMap, HashSet};
 
+use crate::state_table::{
+    KeyedStateTable, StateContext, StateRow, StateTableStats, StateValue, AUX_PREFIX,
+};
 use crate::{Barrier, Message, Op, Operator, Result, StreamChunk, Watermark};
 
 /// A row's place in its partition: (order, row key).
 type Place = (Box<[u8]>, Box<[u8]>);
 
-#[derive(Default)]
-struct Partition {
-    rows: BTreeMap<Place, Box<[u8]>>,
-    /// The partition's value in the closing column (micros), when the plan closes partitions.
-    close_time: Option<i64>,
+/// A row of a partition: where its order ends in its row key (order ++ stream key), and the
+/// row itself.
+struct TopRow {
+    order_len: u32,
+    row: Box<[u8]>,
+}
+
+impl StateValue for TopRow {
+    fn memory(&self) -> usize {
+        4 + self.row.len()
+    }
+
+    fn stored_len(&self) -> usize {
+        8 + self.row.len()
+    }
+}
+
+impl StateRow for TopRow {
+    fn encode(&self, group: &[u8], out: &mut Vec<u8>) {
+        out.extend_from_slice(&(group.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.order_len.to_le_bytes());
+        out.extend_from_slice(&self.row);
+    }
+
+    fn decode(_group: &[u8], stored: &[u8]) -> Result<Self> {
+        let order_len = stored
+            .get(4..8)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_le_bytes)
+            .ok_or_else(|| StorageError::Corrupt("top-N state row".into()))?;
+        Ok(Self {
+            order_len,
+            row: stored[8..].into(),
+        })
+    }
 }
 
 /// A row of a partition's top: its place, rank and encoded row.
@@ -35,18 +70,36 @@ type Ranked = (Place, u64, Box<[u8]>);
 
 pub struct TopNOperator {
     plan: TopNPlan,
-    table: TableId,
+    table: KeyedStateTable<TopRow>,
     /// The output's visible columns (the input's, then the rank when it is output).
     schema: SchemaRef,
     row_codec: RowCodec,
     partition_codec: Option<RowCodec>,
     order: RowConverter,
     key_codec: RowCodec,
-    partitions: HashMap<Box<[u8]>, Partition>,
-    /// Rows changed since the last barrier: (partition, place).
-    dirty: HashSet<(Box<[u8]>, Place)>,
-    rows: usize,
-    row_size: crate::state_size::SizeEstimate,
+    /// Close time (micros) → partitions, and each partition's close time, when the plan
+    /// closes partitions.
+    closing: BTreeMap<i64, HashSet<Box<[u8]>>>,
+    close_of: HashMap<Box<[u8]>, i64>,
+}
+
+/// The auxiliary key of a partition in the index by close time.
+fn close_key(time: i64, partition: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(10 + partition.len());
+    key.extend_from_slice(&AUX_PREFIX);
+    key.extend_from_slice(&((time as u64) ^ (1 << 63)).to_be_bytes());
+    key.extend_from_slice(partition);
+    key
+}
+
+/// A row key split into its place.
+fn place_of(row_key: &[u8], row: &TopRow) -> Place {
+    let (order, key) = row_key.split_at((row.order_len as usize).min(row_key.len()));
+    (order.into(), key.into())
+}
+
+fn row_key_of(place: &Place) -> Vec<u8> {
+    [&place.0[..], &place.1[..]].concat()
 }
 
 fn nullable(schema: &Schema) -> SchemaRef {
@@ -64,7 +117,7 @@ impl TopNOperator {
         plan: TopNPlan,
         table: TableId,
         schema: SchemaRef,
-        store: &dyn Store,
+        state: &StateContext,
     ) -> Result<Self> {
         let input = &plan.input_schema;
         let row_fields: Vec<_> = input
@@ -106,76 +159,102 @@ impl TopNOperator {
             })
             .collect::<Result<Vec<_>>>()?;
         let mut operator = Self {
-            table,
+            table: state.open(table, "top-N")?,
             schema,
             row_codec: RowCodec::new(nullable(&Schema::new(row_fields)))?,
             partition_codec,
             order: RowConverter::new(order_fields)?,
             key_codec: RowCodec::new(nullable(&Schema::new(plan.input_key_fields.clone())))?,
-            partitions: HashMap::new(),
-            dirty: HashSet::new(),
-            rows: 0,
-            row_size: Default::default(),
+            closing: BTreeMap::new(),
+            close_of: HashMap::new(),
             plan,
         };
-        operator.load(store)?;
+        if operator.plan.close.is_some() {
+            if operator.table.is_legacy() {
+                operator.index_legacy()?;
+            }
+            for (key, _) in operator.table.read_aux(&KeyRange::prefix(&AUX_PREFIX))? {
+                let corrupt = || StorageError::Corrupt("top-N close index row".into());
+                let time = key.get(2..10).ok_or_else(corrupt)?;
+                let time = (u64::from_be_bytes(time.try_into().map_err(|_| corrupt())?) ^ (1 << 63))
+                    as i64;
+                operator.index(&key[10..], time, false);
+            }
+        }
         Ok(operator)
     }
 
-    fn load(&mut self, store: &dyn Store) -> Result<()> {
-        let table = self.table;
-        let corrupt = || StorageError::Corrupt(format!("top-N state row in table {table}"));
-        let mut loaded = Vec::new();
-        for (key, value) in store.scan_table(table)? {
-            let row = crate::partition::split_ordered(&key, &value).ok_or_else(corrupt)?;
-            let bytes = key.len() + value.len() + crate::state_size::ENTRY_OVERHEAD;
-            self.row_size.observe(bytes, 1);
-            loaded.push((
-                row.partition.to_vec(),
-                row.order.to_vec(),
-                row.row_key.to_vec(),
-                row.rest.to_vec(),
-            ));
+    /// Puts a partition in the index by close time (and its auxiliary row, when `write`).
+    fn index(&mut self, partition: &[u8], time: i64, write: bool) {
+        self.closing
+            .entry(time)
+            .or_default()
+            .insert(partition.into());
+        self.close_of.insert(partition.into(), time);
+        if write {
+            self.table
+                .write_aux(close_key(time, partition), Some(Vec::new()));
         }
-        for rows in loaded.chunks(4096) {
-            let times = match self.plan.close {
-                Some(close) => {
-                    let batch = self.row_codec.decode(rows.iter().map(|r| r.3.as_slice()))?;
-                    let value = self.plan.partition_by[close.partition].evaluate(&batch)?;
-                    Some(eddy_planner::window::to_micros(
-                        &value.into_array(batch.num_rows())?,
-                    )?)
+    }
+
+    /// Takes a partition out of the index by close time.
+    fn unindex(&mut self, partition: &[u8]) {
+        if let Some(time) = self.close_of.remove(partition) {
+            if let Some(set) = self.closing.get_mut(&time) {
+                set.remove(partition);
+                if set.is_empty() {
+                    self.closing.remove(&time);
                 }
-                None => None,
-            };
-            for (i, (partition, order, row_key, row)) in rows.iter().enumerate() {
-                let entry = self
-                    .partitions
-                    .entry(partition.as_slice().into())
-                    .or_default();
-                if let Some(times) = &times {
-                    entry.close_time = times.is_valid(i).then(|| times.value(i));
+            }
+            self.table.write_aux(close_key(time, partition), None);
+        }
+    }
+
+    /// A table written before state tables kept an index by close time: it is built once
+    /// from the rows.
+    fn index_legacy(&mut self) -> Result<()> {
+        let Some(close) = self.plan.close else {
+            return Ok(());
+        };
+        let table = self.table.table();
+        let corrupt = || StorageError::Corrupt(format!("top-N state row in table {table}"));
+        let stored = self.table.store().scan_table(table)?;
+        let mut rows = Vec::new();
+        for (key, value) in &stored {
+            if key.first() == Some(&0xFF) {
+                continue;
+            }
+            let row = crate::partition::split_ordered(key, value).ok_or_else(corrupt)?;
+            rows.push((row.partition.to_vec(), row.rest.to_vec()));
+        }
+        for part in rows.chunks(4096) {
+            let batch = self.row_codec.decode(part.iter().map(|r| r.1.as_slice()))?;
+            let value = self.plan.partition_by[close.partition].evaluate(&batch)?;
+            let times = eddy_planner::window::to_micros(&value.into_array(batch.num_rows())?)?;
+            for (i, (partition, _)) in part.iter().enumerate() {
+                if times.is_valid(i) && !self.close_of.contains_key(partition.as_slice()) {
+                    self.index(partition, times.value(i), true);
                 }
-                entry.rows.insert(
-                    (order.as_slice().into(), row_key.as_slice().into()),
-                    row.as_slice().into(),
-                );
-                self.rows += 1;
             }
         }
         Ok(())
     }
 
-    /// A partition's top, in order, with ranks.
-    fn top(&self, partition: &Partition) -> Vec<Ranked> {
+    /// A partition's top, in order, with ranks (the partition is loaded).
+    fn top(&self, partition: &[u8]) -> Vec<Ranked> {
+        let Some(rows) = self.table.group(partition) else {
+            return Vec::new();
+        };
         let (offset, limit) = (self.plan.offset as u64, self.plan.limit as u64);
         let mut top = Vec::new();
         let (mut position, mut rank, mut dense) = (0u64, 0u64, 0u64);
-        let mut previous: Option<&[u8]> = None;
-        for (place, row) in &partition.rows {
+        let mut previous: Option<Box<[u8]>> = None;
+        for (row_key, stored) in rows {
+            let place = place_of(row_key, stored);
+            let row = &stored.row;
             position += 1;
-            if previous != Some(&place.0[..]) {
-                previous = Some(&place.0);
+            if previous.as_deref() != Some(&place.0[..]) {
+                previous = Some(place.0.clone());
                 rank = position;
                 dense += 1;
             }
@@ -190,34 +269,37 @@ impl TopNOperator {
             if r > offset + limit {
                 break;
             }
-            top.push((place.clone(), r, row.clone()));
+            top.push((place, r, row.clone()));
         }
         top
     }
 
     /// Over an append-only input, rows below the top can never rise: they leave the state.
-    fn prune(&mut self, partition: &[u8], top: &[Ranked]) {
-        let Some(last) = top.last() else { return };
-        if !self.plan.input_append_only || top.len() < self.plan.limit {
-            return;
-        }
-        let Some(entry) = self.partitions.get_mut(partition) else {
-            return;
+    fn prune(&mut self, partition: &[u8], top: &[Ranked]) -> Result<()> {
+        let Some(last) = top.last() else {
+            return Ok(());
         };
-        let below: Vec<Place> = entry
-            .rows
-            .range((
-                std::ops::Bound::Excluded(last.0.clone()),
+        if !self.plan.input_append_only || top.len() < self.plan.limit {
+            return Ok(());
+        }
+        let Some(rows) = self.table.group(partition) else {
+            return Ok(());
+        };
+        let last_key: Box<[u8]> = row_key_of(&last.0).into();
+        let below: Vec<Box<[u8]>> = rows
+            .range::<Box<[u8]>, _>((
+                std::ops::Bound::Excluded(&last_key),
                 std::ops::Bound::Unbounded,
             ))
-            .filter(|(place, _)| self.plan.rank == RankKind::RowNumber || place.0 != last.0 .0)
-            .map(|(place, _)| place.clone())
+            .filter(|(key, row)| {
+                self.plan.rank == RankKind::RowNumber || place_of(key, row).0 != last.0 .0
+            })
+            .map(|(key, _)| key.clone())
             .collect();
-        for place in below {
-            entry.rows.remove(&place);
-            self.rows -= 1;
-            self.dirty.insert((partition.into(), place));
+        for key in below {
+            self.table.remove(partition, &key)?;
         }
+        Ok(())
     }
 
     /// The output chunk of `changes`: (insert, row, rank).
@@ -315,57 +397,41 @@ impl Operator for TopNOperator {
             }
             None => None,
         };
+        // The chunk's partitions, read from the store at once when not cached.
+        self.table.begin_chunk();
+        self.table.load(partitions.iter().map(|p| &p[..]))?;
         // Each touched partition's top before this chunk, in the order first touched.
         let mut before: Vec<(Box<[u8]>, Vec<Ranked>)> = Vec::new();
         let mut seen: HashSet<Box<[u8]>> = HashSet::new();
         for (i, partition) in partitions.into_iter().enumerate() {
             if !seen.contains(&partition) {
-                let old = self
-                    .partitions
-                    .get(&partition)
-                    .map(|p| self.top(p))
-                    .unwrap_or_default();
+                let old = self.top(&partition);
                 seen.insert(partition.clone());
                 before.push((partition.clone(), old));
             }
-            let place: Place = (orders.row(i).as_ref().into(), keys.row(i).as_ref().into());
-            let entry = self.partitions.entry(partition.clone()).or_default();
-            if let Some(times) = &close_times {
-                entry.close_time = times.is_valid(i).then(|| times.value(i));
-            }
-            let changed = if chunk.ops[i].is_insert() {
-                let added = entry
-                    .rows
-                    .insert(place.clone(), rows.row(i).as_ref().into())
-                    .is_none();
-                if added {
-                    self.rows += 1;
+            let order = orders.row(i);
+            let row_key = [order.as_ref(), keys.row(i).as_ref()].concat();
+            if chunk.ops[i].is_insert() {
+                let row = TopRow {
+                    order_len: order.as_ref().len() as u32,
+                    row: rows.row(i).as_ref().into(),
+                };
+                self.table.insert(&partition, &row_key, row)?;
+                if let Some(times) = &close_times {
+                    if times.is_valid(i) && !self.close_of.contains_key(&partition) {
+                        self.index(&partition, times.value(i), true);
+                    }
                 }
-                true
-            } else if entry.rows.remove(&place).is_some() {
-                self.rows -= 1;
-                true
             } else {
-                false
-            };
-            if changed {
-                self.dirty.insert((partition, place));
+                self.table.remove(&partition, &row_key)?;
             }
         }
         let mut changes = Vec::new();
         for (partition, old) in before {
-            let new = self
-                .partitions
-                .get(&partition)
-                .map(|p| self.top(p))
-                .unwrap_or_default();
-            self.prune(&partition, &new);
-            if self
-                .partitions
-                .get(&partition)
-                .is_some_and(|p| p.rows.is_empty())
-            {
-                self.partitions.remove(&partition);
+            let new = self.top(&partition);
+            self.prune(&partition, &new)?;
+            if self.table.group(&partition).is_none_or(|g| g.is_empty()) {
+                self.unindex(&partition);
             }
             if !self.plan.emit_on_close {
                 changes.extend(top_changes(old, &new));
@@ -380,28 +446,29 @@ impl Operator for TopNOperator {
     fn process_watermark(&mut self, watermark: Watermark, out: &mut Vec<Message>) -> Result<()> {
         if let Some(close) = self.plan.close.filter(|c| c.clock == watermark.clock) {
             let bound = watermark.value.saturating_add(close.shift);
-            let closed: Vec<Box<[u8]>> = self
-                .partitions
-                .iter()
-                .filter(|(_, p)| p.close_time.is_some_and(|t| t < bound))
-                .map(|(k, _)| k.clone())
+            let still_open = self.closing.split_off(&bound);
+            let closed: Vec<Box<[u8]>> = std::mem::replace(&mut self.closing, still_open)
+                .into_values()
+                .flatten()
                 .collect();
+            self.table.begin_chunk();
+            self.table.load(closed.iter().map(|p| &p[..]))?;
             let mut changes = Vec::new();
             for key in closed {
-                let Some(partition) = self.partitions.remove(&key) else {
-                    continue;
-                };
                 if self.plan.emit_on_close {
-                    changes.extend(
-                        self.top(&partition)
-                            .into_iter()
-                            .map(|(_, r, row)| (true, row, r)),
-                    );
+                    changes.extend(self.top(&key).into_iter().map(|(_, r, row)| (true, row, r)));
                 }
                 // Dropping a closed partition emits nothing: its rows are not deleted.
-                for place in partition.rows.into_keys() {
-                    self.rows -= 1;
-                    self.dirty.insert((key.clone(), place));
+                let row_keys: Vec<Box<[u8]>> = self
+                    .table
+                    .group(&key)
+                    .map(|g| g.keys().cloned().collect())
+                    .unwrap_or_default();
+                for row_key in row_keys {
+                    self.table.remove(&key, &row_key)?;
+                }
+                if let Some(time) = self.close_of.remove(&key) {
+                    self.table.write_aux(close_key(time, &key), None);
                 }
             }
             self.emit(changes, out)?;
@@ -416,37 +483,18 @@ impl Operator for TopNOperator {
         epoch: &mut EpochBatch,
         _out: &mut Vec<Message>,
     ) -> Result<()> {
-        let (mut measured, mut kept) = (0, 0);
-        for (partition, place) in self.dirty.drain() {
-            let key = crate::partition::ordered_key(&partition, &place.0, &place.1);
-            match self
-                .partitions
-                .get(&partition)
-                .and_then(|p| p.rows.get(&place))
-            {
-                Some(row) => {
-                    measured += place.0.len()
-                        + place.1.len()
-                        + row.len()
-                        + crate::state_size::ENTRY_OVERHEAD;
-                    kept += 1;
-                    let mut value =
-                        crate::partition::ordered_value(&partition, &place.0, row.len());
-                    value.extend_from_slice(row);
-                    epoch.put(self.table, &key, value);
-                }
-                None => epoch.delete(self.table, &key),
-            }
-        }
-        self.row_size.observe(measured, kept);
-        Ok(())
+        self.table.persist(epoch)
     }
 
     fn state_rows(&self) -> usize {
-        self.rows
+        self.table.rows() as usize
     }
 
     fn state_bytes(&self) -> usize {
-        self.row_size.total(self.rows)
+        self.table.cache_bytes()
+    }
+
+    fn state_tables(&self) -> Vec<StateTableStats> {
+        vec![self.table.stats()]
     }
 }
