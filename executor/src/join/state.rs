@@ -5,18 +5,18 @@
 //! sides an outer, semi, anti or mark join needs it for). Its group is the join key and its row
 //! key the stream key; its stored value is the degree, the join key's length, then the row.
 //!
-//! A side with an eviction rule also keeps an index by time as auxiliary rows,
-//! `0xFFFF ++ time ++ join key ++ row key` (the time's sign bit flipped so that keys sort like
-//! times), so that the rows a watermark passes are one range read away, cached or not.
+//! A side with an eviction rule (both inputs append-only, a watermark bounding what can match)
+//! also keeps its rows' times in memory, so that the rows a watermark passes are found without
+//! reading the store; opening such a side reads its rows' keys and times once. Its state is
+//! bounded by the watermark, and so is that read.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use eddy_storage::{EpochBatch, KeyRange, RowCodec, StorageError};
+use eddy_storage::{EpochBatch, RowCodec, StorageError};
 
-use crate::state_table::{
-    KeyedStateTable, StateContext, StateRow, StateTableStats, StateValue, AUX_PREFIX,
-};
+use crate::state_table::{KeyedStateTable, StateContext, StateRow, StateTableStats, StateValue};
 use crate::Result;
 
 /// A stored row of one side.
@@ -57,6 +57,9 @@ impl StateRow for Entry {
     }
 }
 
+/// A row by its eviction column: (time, join key, row key).
+type Timed = (i64, Box<[u8]>, Box<[u8]>);
+
 pub(super) struct SideState {
     pub table: KeyedStateTable<Entry>,
     /// Visible columns then stream key.
@@ -65,10 +68,9 @@ pub(super) struct SideState {
     pub key_codec: RowCodec,
     /// The stream key's fields.
     pub stream_key_codec: RowCodec,
-    /// With an eviction rule: the column it reads.
+    /// With an eviction rule: the column it reads, and the rows by its value.
     pub evict_column: Option<usize>,
-    /// The lowest time of a row added since the last eviction (it may be below `retention`).
-    lowest_added: Option<i64>,
+    by_time: BTreeSet<Timed>,
     pub figures: Figures,
 }
 
@@ -125,16 +127,6 @@ fn nullable(fields: impl IntoIterator<Item = Field>) -> Arc<Schema> {
     ))
 }
 
-/// The auxiliary key of a row in the index by time.
-fn time_key(time: i64, join_key: &[u8], row_key: &[u8]) -> Vec<u8> {
-    let mut key = Vec::with_capacity(10 + join_key.len() + row_key.len());
-    key.extend_from_slice(&AUX_PREFIX);
-    key.extend_from_slice(&((time as u64) ^ (1 << 63)).to_be_bytes());
-    key.extend_from_slice(join_key);
-    key.extend_from_slice(row_key);
-    key
-}
-
 impl SideState {
     /// Opens one side: its counters and figures; rows come from the store as keys need them.
     pub fn open(
@@ -163,18 +155,18 @@ impl SideState {
             key_codec: RowCodec::new(nullable(key_types))?,
             stream_key_codec: RowCodec::new(nullable(key_fields.iter().cloned()))?,
             evict_column,
-            lowest_added: None,
+            by_time: BTreeSet::new(),
             figures,
         };
-        if side.table.is_legacy() {
-            side.upgrade()?;
+        if side.table.is_legacy() || evict_column.is_some() {
+            side.scan_rows()?;
         }
         Ok(side)
     }
 
-    /// A side written before state tables kept figures and an index by time: both are built
-    /// once from its rows.
-    fn upgrade(&mut self) -> Result<()> {
+    /// Reads the side's rows once: their times, for a side with an eviction rule, and the
+    /// figures of a side written before state tables kept them.
+    fn scan_rows(&mut self) -> Result<()> {
         let corrupt = || StorageError::Corrupt("join state row".into());
         let stored = self.table.store().scan_table(self.table.table())?;
         let mut rows = Vec::new();
@@ -196,17 +188,18 @@ impl SideState {
             *keys.entry(join_key.to_vec()).or_default() += 1;
             rows.push((join_key, row_key, &value[12..]));
         }
-        self.figures.distinct_keys = keys.len() as u64;
-        self.figures.max_rows_per_key = keys.values().copied().max().unwrap_or(0);
+        if self.table.is_legacy() {
+            self.figures.distinct_keys = keys.len() as u64;
+            self.figures.max_rows_per_key = keys.values().copied().max().unwrap_or(0);
+        }
         if let Some(column) = self.evict_column {
             for part in rows.chunks(4096) {
                 let batch = self.row_codec.decode(part.iter().map(|r| r.2))?;
                 let times = eddy_planner::window::to_micros(batch.column(column))?;
                 for (i, (join_key, row_key, _)) in part.iter().enumerate() {
                     if datafusion::arrow::array::Array::is_valid(&times, i) {
-                        let key = time_key(times.value(i), join_key, row_key);
-                        self.table
-                            .write_aux(key, Some((join_key.len() as u32).to_le_bytes().to_vec()));
+                        let place = ((*join_key).into(), (*row_key).into());
+                        self.by_time.insert((times.value(i), place.0, place.1));
                     }
                 }
             }
@@ -216,7 +209,7 @@ impl SideState {
 
     /// Memory the side's cached rows hold, estimated.
     pub fn memory_bytes(&self) -> usize {
-        self.table.cache_bytes()
+        self.table.cache_bytes() + self.by_time.len() * crate::state_size::ENTRY_OVERHEAD
     }
 
     /// Adds a row (`time`: its eviction column's value). Its group must be loaded.
@@ -237,11 +230,7 @@ impl SideState {
         let rows = self.table.group(join_key).map_or(0, |g| g.len() as u64);
         self.figures.max_rows_per_key = self.figures.max_rows_per_key.max(rows);
         if let (Some(time), Some(_)) = (time, self.evict_column) {
-            self.table.write_aux(
-                time_key(time, join_key, row_key),
-                Some((join_key.len() as u32).to_le_bytes().to_vec()),
-            );
-            self.lowest_added = Some(self.lowest_added.map_or(time, |t| t.min(time)));
+            self.by_time.insert((time, join_key.into(), row_key.into()));
         }
         Ok(())
     }
@@ -271,42 +260,26 @@ impl SideState {
     /// Evicts the rows whose eviction column is below `bound`: they leave the state (and the
     /// store) without any output. Returns them, oldest first.
     pub fn evict_below(&mut self, bound: i64) -> Result<Vec<Entry>> {
-        let from = match (self.figures.retention, self.lowest_added) {
-            (Some(r), Some(l)) => r.min(l),
-            (None, _) => i64::MIN,
-            (Some(r), None) => r,
-        };
         self.figures.retention = Some(self.figures.retention.map_or(bound, |r| r.max(bound)));
-        self.lowest_added = None;
-        if from >= bound {
+        let mut places = Vec::new();
+        while self
+            .by_time
+            .first()
+            .is_some_and(|(time, _, _)| *time < bound)
+        {
+            if let Some((_, join_key, row_key)) = self.by_time.pop_first() {
+                places.push((join_key, row_key));
+            }
+        }
+        if places.is_empty() {
             return Ok(Vec::new());
         }
-        let range = KeyRange {
-            start: std::ops::Bound::Included(time_key(from, &[], &[])),
-            end: std::ops::Bound::Excluded(time_key(bound, &[], &[])),
-        };
-        // An index row's value is its join key's length, which splits its key again.
-        let mut places = Vec::new();
-        for (key, value) in self.table.read_aux(&range)? {
-            let key_len = value
-                .get(..4)
-                .and_then(|b| b.try_into().ok())
-                .map(u32::from_le_bytes)
-                .ok_or_else(|| StorageError::Corrupt("join time index row".into()))?
-                as usize;
-            let rest = key
-                .get(10..)
-                .filter(|r| r.len() >= key_len)
-                .ok_or_else(|| StorageError::Corrupt("join time index row".into()))?;
-            places.push((rest[..key_len].to_vec(), rest[key_len..].to_vec(), key));
-        }
         self.table
-            .load(places.iter().map(|(join_key, _, _)| join_key.as_slice()))?;
+            .load(places.iter().map(|(join_key, _)| &join_key[..]))?;
         let mut evicted = Vec::new();
-        for (join_key, row_key, index_key) in places {
-            self.table.write_aux(index_key, None);
-            let removed = self.table.remove(&join_key, &row_key)?;
-            if let Some(entry) = removed {
+        for (join_key, row_key) in places {
+            // Gone already when a row of the other side's fixed keys took it out.
+            if let Some(entry) = self.table.remove(&join_key, &row_key)? {
                 if self.table.group(&join_key).is_some_and(|g| g.is_empty()) {
                     self.figures.distinct_keys -= 1;
                 }
