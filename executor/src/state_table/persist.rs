@@ -34,12 +34,20 @@ impl<V: StateValue> KeyedStateTable<V> {
             }
             writes += 1;
         }
+        // The dirty groups leave the cache while their rows are encoded together (walking
+        // the whole cache would cost as much as it is large, at every barrier).
+        let changed = !dirty.is_empty();
+        let mut taken = Vec::with_capacity(dirty.len());
+        for (group_key, row_keys) in dirty {
+            if let Some((group_key, group)) = self.groups.remove_entry(&group_key) {
+                taken.push((group_key, group, row_keys));
+            }
+        }
+        // The dirty rows leave their groups too: (group's place in `taken`, row key, row).
+        let mut rows: Vec<(usize, Box<[u8]>, V)> = Vec::new();
         let mut keys = Vec::new();
-        let mut rows = Vec::new();
-        for (group_key, group) in self.groups.iter_mut() {
-            let Some(row_keys) = dirty.get(group_key) else {
-                continue;
-            };
+        for (at, (group_key, group, row_keys)) in taken.iter_mut().enumerate() {
+            let group_key: &[u8] = group_key;
             let has_rows = !group.rows.is_empty();
             let part = partition(group_key);
             if group.marked != has_rows {
@@ -51,39 +59,44 @@ impl<V: StateValue> KeyedStateTable<V> {
                 group.marked = has_rows;
             }
             let part = part.to_be_bytes();
-            let stored_key = |row_key: &[u8]| {
+            for row_key in row_keys.drain() {
                 let mut key = Vec::with_capacity(2 + group_key.len() + row_key.len());
                 key.extend_from_slice(&part);
                 key.extend_from_slice(group_key);
-                key.extend_from_slice(row_key);
-                key
-            };
-            for row_key in row_keys {
-                if !group.rows.contains_key(row_key) {
-                    epoch.delete_owned(self.table, stored_key(row_key));
-                    writes += 1;
-                }
-            }
-            for (row_key, row) in group.rows.iter_mut() {
-                if row_keys.contains(row_key) {
-                    keys.push(stored_key(row_key));
-                    rows.push((group_key.as_ref(), row));
+                key.extend_from_slice(&row_key);
+                match group.rows.remove(&row_key) {
+                    Some(row) => {
+                        keys.push(key);
+                        rows.push((at, row_key, row));
+                    }
+                    None => {
+                        epoch.delete_owned(self.table, key);
+                        writes += 1;
+                    }
                 }
             }
         }
-        let old: Vec<usize> = rows.iter().map(|(_, row)| row.stored_len()).collect();
+        let old: Vec<usize> = rows.iter().map(|(_, _, row)| row.stored_len()).collect();
         let values = {
-            let pairs: Vec<(&[u8], &mut V)> =
-                rows.iter_mut().map(|(g, r)| (*g, &mut **r)).collect();
+            let pairs: Vec<(&[u8], &mut V)> = rows
+                .iter_mut()
+                .map(|(at, _, row)| (&taken[*at].0[..], row))
+                .collect();
             encode(pairs)?
         };
-        for (((key, value), (_, row)), old) in keys.into_iter().zip(values).zip(rows).zip(old) {
+        for (((key, value), (at, row_key, mut row)), old) in
+            keys.into_iter().zip(values).zip(rows).zip(old)
+        {
             self.stats.bytes = self.stats.bytes + value.len() as u64 - old as u64;
             row.stored_as(value.len());
             epoch.put_owned(self.table, key, value);
+            taken[at].1.rows.insert(row_key, row);
             writes += 1;
         }
-        if !dirty.is_empty() {
+        for (group_key, group, _) in taken {
+            self.groups.insert(group_key, group);
+        }
+        if changed {
             self.meta_dirty = true;
         }
         for (key, value) in std::mem::take(&mut self.aux) {
