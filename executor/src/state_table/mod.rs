@@ -118,6 +118,10 @@ pub struct KeyedStateTable<V> {
     /// Whether groups with rows have markers (not in tables written before markers).
     markers: bool,
     tick: u64,
+    /// Whether every group that has rows is cached (a table that started empty, until its
+    /// first group with rows is evicted): a group not cached then has no rows, and is known
+    /// so without reading the store.
+    whole: bool,
     stats: StateTableStats,
 }
 
@@ -172,6 +176,7 @@ impl<V: StateValue> KeyedStateTable<V> {
             legacy,
             markers,
             tick: 0,
+            whole: stats.rows == 0,
             stats,
         })
     }
@@ -226,6 +231,7 @@ impl<V: StateValue> KeyedStateTable<V> {
                 break;
             }
             if let Some(group) = self.groups.remove(&key) {
+                self.whole &= group.rows.is_empty();
                 self.uncache(group.memory);
                 self.stats.evictions += 1;
             }
@@ -253,6 +259,8 @@ impl<V: StateValue> KeyedStateTable<V> {
             if let Some(group) = self.groups.get_mut(key) {
                 group.last_used = tick;
                 hits += 1;
+            } else if self.whole {
+                hits += 1; // Known to have no rows.
             } else if seen.insert(key) {
                 missing.push((partition(key), key));
             }
@@ -320,8 +328,22 @@ impl<V: StateValue> KeyedStateTable<V> {
         self.groups.iter().map(|(k, g)| (k.as_ref(), &g.rows))
     }
 
-    /// Group `key`, which the operator loaded for this chunk.
+    /// Group `key`, which the operator loaded for this chunk (or, when every group with rows
+    /// is cached, a new empty one).
     fn cached(&mut self, key: &[u8]) -> Result<&mut Group<V>> {
+        if self.whole && !self.groups.contains_key(key) {
+            let memory = ENTRY_OVERHEAD + key.len();
+            let group = Group {
+                rows: BTreeMap::new(),
+                last_used: self.tick,
+                memory,
+                marked: false,
+            };
+            self.cache.grow(memory);
+            self.stats.cache_bytes += memory as u64;
+            self.stats.cached_groups += 1;
+            self.groups.insert(key.into(), group);
+        }
         self.groups
             .get_mut(key)
             .ok_or_else(|| crate::join::internal("a state group was changed before it was loaded"))
