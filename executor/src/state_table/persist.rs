@@ -94,7 +94,14 @@ impl<V: StateValue> KeyedStateTable<V> {
             writes += 1;
         }
         for (group_key, group, _) in taken {
-            self.groups.insert(group_key, group);
+            if self.whole && group.rows.is_empty() {
+                // Every group with rows is cached: an empty one needs no entry.
+                self.stats.cache_bytes -= group.memory as u64;
+                self.stats.cached_groups -= 1;
+                self.cache.shrink(group.memory);
+            } else {
+                self.groups.insert(group_key, group);
+            }
         }
         if changed {
             self.meta_dirty = true;
