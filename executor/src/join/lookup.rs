@@ -450,4 +450,23 @@ impl Operator for LookupJoinOperator {
         }
         Ok(())
     }
+
+    fn state_rows(&self) -> usize {
+        self.emitted
+            .as_ref()
+            .map_or(0, |(emitted, _)| emitted.table.rows() as usize)
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.emitted
+            .as_ref()
+            .map_or(0, |(emitted, _)| emitted.memory_bytes())
+    }
+
+    fn state_tables(&self) -> Vec<crate::state_table::StateTableStats> {
+        self.emitted
+            .iter()
+            .map(|(emitted, _)| emitted.stats())
+            .collect()
+    }
 }
