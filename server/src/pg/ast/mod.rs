@@ -56,6 +56,7 @@ pub fn rewrite_for_datafusion(parsed: ParsedStatement) -> ParsedStatement {
         crate::pg::ast::set_returning_selects::rewrite(statement);
         crate::pg::ast::fetch_first::rewrite(statement);
         crate::pg::ast::subquery_names::apply(statement);
+        crate::pg::ast::output_names::unique_insert_names(statement);
     }
     parsed
 }

@@ -46,9 +46,26 @@ pub fn postgres_output_names(query: &Query) -> Option<Vec<Option<String>>> {
 /// - a name already taken (`SELECT a + 1, a + 1`, `SELECT a AS b, b`): Postgres allows it,
 ///   DataFusion does not; the repeat gets a marked suffix the row description drops.
 pub fn keep_names(statement: &mut Statement, original: &[Option<String>]) {
-    let Statement::Query(query) = statement else {
+    if let Statement::Query(query) = statement {
+        keep_query_names(query, original);
+    }
+}
+
+/// `INSERT ... SELECT a, b, a`: the inserted columns go by position, but DataFusion refuses a
+/// select list naming one column twice; the repeats get marked names, as in a query.
+pub fn unique_insert_names(statement: &mut Statement) {
+    let Statement::Insert(insert) = statement else {
         return;
     };
+    let Some(source) = insert.source.as_mut() else {
+        return;
+    };
+    if let Some(names) = postgres_output_names(source) {
+        keep_query_names(source, &names);
+    }
+}
+
+fn keep_query_names(query: &mut Query, original: &[Option<String>]) {
     let SetExpr::Select(select) = query.body.as_mut() else {
         return;
     };
