@@ -9,8 +9,9 @@
 //!
 //! The cache holds whole groups. An operator [`KeyedStateTable::load`]s the groups a chunk
 //! touches before applying it: the missing ones are read from one store snapshot, in key order,
-//! one range read per group (a group known empty is cached too, so a key seen once costs no
-//! second read). Changes mark rows dirty; at a barrier [`KeyedStateTable::persist`] writes only
+//! one range read per group that has a marker (a group known empty is cached too, so a key seen
+//! once costs no second read; a table that started empty knows every group with rows is cached
+//! until it first evicts one, and reads nothing for the others). Changes mark rows dirty; at a barrier [`KeyedStateTable::persist`] writes only
 //! the dirty rows into the epoch's batch. Clean groups are evicted least recently used first
 //! when the node's cache ([`StateCache`]) is over its limit, at the start of a chunk (never
 //! between an operator's barrier and its epoch's commit, so a group read back is never older
@@ -19,7 +20,8 @@
 //!
 //! Keys starting `0xFF` are the table's own: `0xFF 0xFE` holds its counters and the operator's
 //! figures, `0xFF 0xFD ++ partition ++ group` marks each group that has rows, and
-//! `0xFF 0xFF ...` are the operator's auxiliary rows (a join side's index by time). A group's
+//! `0xFF 0xFF ...` are the operator's auxiliary rows (an aggregate's index of open windows,
+//! top-N's of closing partitions). A group's
 //! marker is a point read, which the store's bloom filters answer without touching its tables
 //! when the group is new: most groups a stream meets are, and a range read cannot use them.
 
