@@ -45,6 +45,27 @@ pub(crate) async fn start_eddy() -> Result<EddyProcess> {
     EddyProcess::start_fresh_with(|config| config.extra_args.extend(args)).await
 }
 
+/// Runs seeds `1..=seeds` of every kind (windowed views, joins, stream joins); returns the
+/// failed ones (`"7"`, `"7 (joins)"`), each failure's error printed.
+pub async fn run_seeds(seeds: u64) -> Vec<String> {
+    let mut failures = Vec::new();
+    for seed in 1..=seeds {
+        if let Err(error) = run_case(seed).await {
+            eprintln!("{error:#}");
+            failures.push(format!("{seed}"));
+        }
+        if let Err(error) = run_join_case(seed).await {
+            eprintln!("{error:#}");
+            failures.push(format!("{seed} (joins)"));
+        }
+        if let Err(error) = run_stream_join_case(seed).await {
+            eprintln!("{error:#}");
+            failures.push(format!("{seed} (stream-joins)"));
+        }
+    }
+    failures
+}
+
 /// Runs `sql` on eddy and returns its rows as text, sorted.
 pub(crate) async fn eddy_rows(client: &Client, sql: &str) -> Result<Vec<Vec<Option<String>>>> {
     let mut rows = Vec::new();

@@ -10,21 +10,7 @@ async fn views_equal_their_batch_queries_with_a_tiny_state_cache() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(4);
-    let mut failures = Vec::new();
-    for seed in 1..=seeds {
-        if let Err(error) = eddy_oracle::run_case(seed).await {
-            eprintln!("{error:#}");
-            failures.push(format!("{seed}"));
-        }
-        if let Err(error) = eddy_oracle::run_join_case(seed).await {
-            eprintln!("{error:#}");
-            failures.push(format!("{seed} (joins)"));
-        }
-        if let Err(error) = eddy_oracle::run_stream_join_case(seed).await {
-            eprintln!("{error:#}");
-            failures.push(format!("{seed} (stream-joins)"));
-        }
-    }
+    let failures = eddy_oracle::run_seeds(seeds).await;
     assert!(
         failures.is_empty(),
         "oracle seeds failed with a tiny state cache: {failures:?} (replay one: cargo run -p eddy-oracle --bin oracle-soak -- --state-cache-mib 0.004 --first SEED --seeds 1 [--kind joins|stream-joins])"
