@@ -1,6 +1,7 @@
 //! Time-bounded join cases: two append-only streams with watermarks (rows out of order within
 //! and beyond the delay, so some are late), joined by interval joins (`BETWEEN` bounds, inner
-//! and outer) and window joins (TUMBLE on both sides), whose state the watermarks evict. The
+//! and outer), window joins (TUMBLE on both sides) and joins of windows carried through
+//! aggregates (which retract until the window closes), whose state the watermarks evict. The
 //! streaming answer must equal the batch answer over the rows that were not late: eviction
 //! may only ever drop rows nothing can match again.
 
@@ -135,6 +136,9 @@ impl StreamJoinCase {
 fn random_view(rng: &mut StdRng, index: usize) -> StreamJoinView {
     let name = format!("sj{index}");
     let join = pick(rng, &["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"]);
+    if rng.random_bool(0.25) {
+        return window_join_through_aggregates(rng, name, join);
+    }
     if rng.random_bool(0.6) {
         // An interval join: u.ts within [s.ts - a, s.ts + b].
         let (a, b) = (rng.random_range(0..3), rng.random_range(0..3));
@@ -169,6 +173,55 @@ fn random_view(rng: &mut StdRng, index: usize) -> StreamJoinView {
             sql: body(window("s"), window("u")),
             batch: body(batch_window("s"), batch_window("u")),
             columns: ["xv", "yv", "ws"].map(String::from).to_vec(),
+        }
+    }
+}
+
+/// Joins of inputs that carry a window through an aggregate, whose output retracts while the
+/// window is open: the standard Nexmark q7 (each window's maximum joined back to the rows of
+/// that window) and q5 (per-key counts against the maximum count of the window, itself an
+/// aggregate over an aggregate).
+fn window_join_through_aggregates(rng: &mut StdRng, name: String, join: &str) -> StreamJoinView {
+    let size_s = pick(rng, &[1, 2, 5]);
+    let window = |table: &str| format!("TUMBLE({table}, ts, INTERVAL '{size_s} seconds')");
+    let batch_window = |table: &str| {
+        format!(
+            "({})",
+            crate::batch::windowed(table, Window::Tumble { size_s }, &[])
+        )
+    };
+    if rng.random_bool(0.5) {
+        let body = |u: String| {
+            format!(
+                "SELECT s.v AS sv, s.ts AS sts, m.mv AS mv, m.we AS we FROM s {join}
+                   (SELECT k1, max(v) AS mv, window_end AS we FROM {u} GROUP BY k1, window_start, window_end) m
+                 ON s.k1 = m.k1 AND s.v <= m.mv
+                   AND s.ts >= m.we - INTERVAL '{size_s} seconds' AND s.ts < m.we"
+            )
+        };
+        StreamJoinView {
+            name,
+            sql: body(window("u")),
+            batch: body(batch_window("u")),
+            columns: ["sv", "sts", "mv", "we"].map(String::from).to_vec(),
+        }
+    } else {
+        let body = |s: String, u: String| {
+            format!(
+                "SELECT x.k1 AS xk, x.n AS xn, x.ws AS xws, y.mn AS ymn, y.ws AS yws FROM
+                   (SELECT k1, count(*) AS n, window_start AS ws FROM {s} GROUP BY k1, window_start) x
+                 {join}
+                   (SELECT max(c.n) AS mn, c.ws FROM
+                      (SELECT k1, count(*) AS n, window_start AS ws FROM {u} GROUP BY k1, window_start) c
+                    GROUP BY c.ws) y
+                 ON x.ws = y.ws AND x.n >= y.mn"
+            )
+        };
+        StreamJoinView {
+            name,
+            sql: body(window("s"), window("u")),
+            batch: body(batch_window("s"), batch_window("u")),
+            columns: ["xk", "xn", "xws", "ymn", "yws"].map(String::from).to_vec(),
         }
     }
 }
@@ -275,11 +328,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seeds_cover_interval_and_window_joins_of_every_type() {
+    fn seeds_cover_interval_window_and_aggregate_joins_of_every_type() {
         let mut seen = std::collections::BTreeSet::new();
-        for seed in 1..=60 {
+        for seed in 1..=100 {
             for view in StreamJoinCase::generate(seed).views {
-                let shape = if view.sql.contains("BETWEEN") {
+                let shape = if view.sql.contains("max(") {
+                    "through aggregates"
+                } else if view.sql.contains("BETWEEN") {
                     "interval"
                 } else {
                     "window"
@@ -291,6 +346,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(seen.len(), 6, "{seen:?}");
+        assert_eq!(seen.len(), 9, "{seen:?}");
     }
 }

@@ -438,15 +438,22 @@ impl Writer<'_> {
         } else {
             "input with retractions (retractable accumulators)"
         };
-        let closing = match (agg.window.is_some(), agg.watermarked) {
-            (true, true) if agg.emit_on_window_close => {
-                "emits each window once, when the watermark passes its end; then evicts it"
+        let closing = match (agg.window, agg.watermarked) {
+            (Some(crate::stream::WindowBound::Column { group_index }), true) => format!(
+                "emits changes at each barrier; evicts a group once the watermark passes its {}",
+                group_names[group_index]
+            ),
+            (Some(_), true) if agg.emit_on_window_close => {
+                "emits each window once, when the watermark passes its end; then evicts it".into()
             }
-            (true, true) => {
+            (Some(_), true) => {
                 "emits changes at each barrier; evicts a window when the watermark passes its end"
+                    .into()
             }
-            (true, false) => "emits changes at each barrier; windows never close (no watermark)",
-            (false, _) => "emits changes at each barrier",
+            (Some(_), false) => {
+                "emits changes at each barrier; windows never close (no watermark)".into()
+            }
+            (None, _) => "emits changes at each barrier".to_string(),
         };
         self.lines.push(format!("{pad}    {input}; {closing}"));
         let bound = if agg.group_len() == 0 {
@@ -515,9 +522,14 @@ impl Writer<'_> {
                         k if k > 0 => format!(" + {}", duration(k)),
                         k => format!(" - {}", duration(-k)),
                     };
+                    let column = side.schema.field(eviction.column).name();
+                    // A side that retracts also waits for its own clock (no delete can follow).
+                    let own = match eviction.own {
+                        Some(_) => format!(" and {column} < watermark({which}.{column})"),
+                        None => String::new(),
+                    };
                     format!(
-                        "evicts a row once {} < watermark({other}.{}){offset}",
-                        side.schema.field(eviction.column).name(),
+                        "evicts a row once {column} < watermark({other}.{}){offset}{own}",
                         other_side.schema.field(eviction.other_column).name()
                     )
                 }

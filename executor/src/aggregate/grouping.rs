@@ -93,11 +93,8 @@ pub(super) fn permanent_keys(plan: &AggregatePlan, key_codec: &RowCodec) -> Resu
 /// Whether every grouping set keeps the window column (a set that leaves it out has groups
 /// that never close and a total row even over no input: the general operator's case).
 pub(super) fn every_set_keeps_window(plan: &AggregatePlan) -> bool {
-    let index = match plan.window {
-        Some(WindowBound::End { group_index } | WindowBound::Start { group_index, .. }) => {
-            group_index
-        }
-        None => return false,
+    let Some(index) = plan.window.map(WindowBound::group_index) else {
+        return false;
     };
     plan.grouping_sets
         .iter()

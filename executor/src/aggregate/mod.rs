@@ -31,7 +31,7 @@ use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
 use eddy_planner::window::to_micros;
-use eddy_planner::{AggregatePlan, WindowBound};
+use eddy_planner::AggregatePlan;
 use eddy_storage::{EpochBatch, KeyRange, RowCodec, StorageError, TableId};
 use std::sync::Arc;
 
@@ -196,10 +196,7 @@ impl AggregateOperator {
         let Some(bound) = self.plan.window else {
             return Ok(None);
         };
-        let (index, add) = match bound {
-            WindowBound::End { group_index } => (group_index, 0),
-            WindowBound::Start { group_index, size } => (group_index, size),
-        };
+        let (index, add) = (bound.group_index(), bound.end_offset());
         let micros = to_micros(&group_columns[index])?;
         Ok(Some(micros.iter().map(|v| v.map(|v| v + add)).collect()))
     }

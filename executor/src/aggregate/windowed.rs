@@ -23,7 +23,7 @@ use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_plan::aggregates::group_values::{new_group_values, GroupValues};
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
 use eddy_planner::window::to_micros;
-use eddy_planner::{AggregatePlan, WindowBound};
+use eddy_planner::AggregatePlan;
 use eddy_storage::{EpochBatch, RowCodec, StorageError, Store, TableId};
 
 use super::grouping::{every_set_keeps_window, grouped_rows};
@@ -197,11 +197,10 @@ impl WindowedAggregateOperator {
 
     /// The end (micros) of each row's window; NULL windows never close.
     fn window_ends(&self, group_columns: &[ArrayRef]) -> Result<Vec<i64>> {
-        let (index, add) = match self.plan.window {
-            Some(WindowBound::End { group_index }) => (group_index, 0),
-            Some(WindowBound::Start { group_index, size }) => (group_index, size),
-            None => return Err(internal("windowed aggregate without a window")),
+        let Some(bound) = self.plan.window else {
+            return Err(internal("windowed aggregate without a window"));
         };
+        let (index, add) = (bound.group_index(), bound.end_offset());
         let micros = to_micros(&group_columns[index])?;
         Ok(micros
             .iter()

@@ -332,7 +332,7 @@ impl LookupJoinOperator {
             .collect();
         kept.into_iter()
             .map(|(ordinal, row)| {
-                emitted.remove(left_key, &ordinal)?;
+                emitted.remove(left_key, &ordinal, None)?;
                 Ok((!row.is_empty()).then_some(row))
             })
             .collect()

@@ -14,6 +14,7 @@
 //! side's state a slice at a time.
 
 mod asof;
+mod eviction;
 mod lookup;
 mod output;
 mod pairs;
@@ -31,6 +32,7 @@ use datafusion::common::JoinType;
 use datafusion::physical_expr::PhysicalExpr;
 use eddy_planner::window::to_micros;
 use eddy_planner::JoinPlan;
+use eviction::bounded_by;
 
 use crate::clocks::InputClocks;
 use eddy_storage::{EpochBatch, TableId};
@@ -396,7 +398,7 @@ impl JoinOperator {
             return Ok(());
         }
         if !probe.insert {
-            self.sides[s].remove(&probe.join_key, &probe.row_key)?;
+            self.sides[s].remove(&probe.join_key, &probe.row_key, probe.time)?;
             return Ok(());
         }
         let o = 1 - s;
@@ -437,38 +439,6 @@ impl JoinOperator {
         let side = self.side_plan(s);
         side.append_only && side.unique_per_key && !self.plan.pad_on_eviction
     }
-
-    /// Evicts side `s`'s rows below `bound`. Eviction emits nothing, except that an outer
-    /// side padded at eviction (EMIT ON WINDOW CLOSE) emits its never-matched rows then.
-    fn evict(&mut self, s: usize, bound: i64, out: &mut Vec<Message>) -> Result<()> {
-        let evicted = self.sides[s].evict_below(bound)?;
-        let pads =
-            matches!(self.shape, Shape::Pairs { pads } if pads[s]) && self.plan.pad_on_eviction;
-        if !pads {
-            return Ok(());
-        }
-        let unmatched: Vec<&[u8]> = evicted
-            .iter()
-            .filter(|e| e.degree == 0)
-            .map(|e| e.row.as_ref())
-            .collect();
-        if unmatched.is_empty() {
-            return Ok(());
-        }
-        let batch = self.sides[s].row_codec.decode(unmatched)?;
-        let key_len = self.side_plan(s).key_fields.len();
-        let rows = StreamChunk {
-            ops: vec![crate::Op::Insert; batch.num_rows()],
-            batch,
-            key_len,
-        };
-        self.output.start(s, &rows);
-        for row in 0..rows.len() {
-            self.output.pad_this(true, row);
-            self.output.flush_if_full(out)?;
-        }
-        self.output.emit(out)
-    }
 }
 
 fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
@@ -503,12 +473,7 @@ impl Operator for JoinOperator {
         self.apply(input, chunk, out)?;
         // A row already behind the other side's watermark can match no future row: it leaves
         // at once (the other side may never send another watermark: a finished source).
-        if let Some(eviction) = self.plan.evictions[input] {
-            if let Some(value) = self.clocks.value(1 - input, eviction.clock) {
-                self.evict(input, value.saturating_add(eviction.shift), out)?;
-            }
-        }
-        Ok(())
+        self.evict_passed(input, out)
     }
 
     fn process_input_watermark(
@@ -517,12 +482,15 @@ impl Operator for JoinOperator {
         watermark: Watermark,
         out: &mut Vec<Message>,
     ) -> Result<()> {
-        let value = self.clocks.observe(input, &watermark);
-        // Rows of the other side no future row of this input can match leave the state.
-        let other = 1 - input;
-        if let (Some(eviction), Some(value)) = (self.plan.evictions[other], value) {
-            if eviction.clock == watermark.clock {
-                self.evict(other, value.saturating_add(eviction.shift), out)?;
+        if self.clocks.observe(input, &watermark).is_some() {
+            // Rows of the other side no future row of this input can match leave the state,
+            // and (a side that retracts) rows of this side no delete can follow any more.
+            for side in [1 - input, input] {
+                if self.plan.evictions[side]
+                    .is_some_and(|e| bounded_by(&e, side, input, &watermark))
+                {
+                    self.evict_passed(side, out)?;
+                }
             }
         }
         // Then the clocks the output carries (after any padded rows the eviction emitted).

@@ -235,11 +235,16 @@ impl SideState {
         Ok(())
     }
 
-    /// Removes a row; false when it was not there.
-    pub fn remove(&mut self, join_key: &[u8], row_key: &[u8]) -> Result<bool> {
+    /// Removes a row (`time`: its eviction column's value); false when it was not there.
+    pub fn remove(&mut self, join_key: &[u8], row_key: &[u8], time: Option<i64>) -> Result<bool> {
         let removed = self.table.remove(join_key, row_key)?.is_some();
         if removed && self.table.group(join_key).is_some_and(|g| g.is_empty()) {
             self.figures.distinct_keys -= 1;
+        }
+        // A side that retracts may insert the same row key again with another time.
+        if let (true, Some(time), Some(_)) = (removed, time, self.evict_column) {
+            self.by_time
+                .remove(&(time, join_key.into(), row_key.into()));
         }
         Ok(removed)
     }
@@ -252,7 +257,7 @@ impl SideState {
             .map(|g| g.keys().cloned().collect())
             .unwrap_or_default();
         for row_key in row_keys {
-            self.remove(join_key, &row_key)?;
+            self.remove(join_key, &row_key, None)?;
         }
         Ok(())
     }

@@ -22,6 +22,31 @@ pub enum WindowBound {
     End { group_index: usize },
     /// Group column `index` is `window_start`; the end is `size` micros later.
     Start { group_index: usize, size: i64 },
+    /// Group column `index` is itself bounded by a watermark of an input whose changes respect
+    /// it (a window column carried through an aggregate, an event time): a group is final once
+    /// the watermark passes its value.
+    Column { group_index: usize },
+}
+
+impl WindowBound {
+    pub fn group_index(self) -> usize {
+        match self {
+            WindowBound::End { group_index }
+            | WindowBound::Start { group_index, .. }
+            | WindowBound::Column { group_index } => group_index,
+        }
+    }
+
+    /// Added to the group column's value (micros) to give the end the watermark must reach
+    /// to close the group.
+    pub fn end_offset(self) -> i64 {
+        match self {
+            WindowBound::End { .. } => 0,
+            WindowBound::Start { size, .. } => size,
+            // `value < watermark` is `value + 1 <= watermark`.
+            WindowBound::Column { .. } => 1,
+        }
+    }
 }
 
 /// A session-window aggregate: which group columns are the session's bounds.
@@ -178,7 +203,24 @@ impl Planner<'_> {
             }
             _ => None,
         };
-        let time = planned.window.and_then(|(_, time)| time);
+        let mut time = planned.window.and_then(|(_, time)| time);
+        // Without a window below, a group column its input's watermark bounds closes groups
+        // the same way (the standard q5's maximum per window over per-auction counts).
+        let window = match (window, planned.window, sets.is_some()) {
+            (None, None, false) if planned.node.respects_watermarks() => {
+                let bounded = group_expr.iter().enumerate().find_map(|(group_index, e)| {
+                    let Expr::Column(column) = e else { return None };
+                    let index = input_schema.index_of_column(column).ok()?;
+                    let watermark = planned.node.watermark_on(index)?;
+                    Some((WindowBound::Column { group_index }, watermark))
+                });
+                bounded.map(|(bound, watermark)| {
+                    time = Some(watermark);
+                    bound
+                })
+            }
+            (window, ..) => window,
+        };
         let watermarked = window.is_some() && time.is_some();
         let emit_on_window_close = self.emit_on_window_close;
         if emit_on_window_close && window.is_some() && !watermarked {
@@ -187,12 +229,7 @@ impl Planner<'_> {
                 planned.source_name
             )));
         }
-        let window_index = match window {
-            Some(WindowBound::End { group_index } | WindowBound::Start { group_index, .. }) => {
-                Some(group_index)
-            }
-            None => None,
-        };
+        let window_index = window.map(WindowBound::group_index);
         if emit_on_window_close && window_index.is_some_and(|i| !everywhere[i]) {
             return Err(PlanError::NotSupported(
                 "EMIT ON WINDOW CLOSE with a grouping set that leaves out the window column (its rows never close): keep window_start or window_end in every set, as in GROUP BY window_start, ROLLUP(a, b)".into(),

@@ -261,25 +261,22 @@ impl Planner<'_> {
         };
         let both_append_only = left.node.append_only && right.node.append_only;
         check_windows(&on, &left, &right, &left_columns, &right_columns)?;
-        // Eviction is exact only when neither input retracts: a delete of an evicted row, or of a
-        // row that matched one, could not be followed.
+        // Eviction is exact only when no change of either input, deletes included, comes below
+        // its watermarks (see `join_bounds`).
         let pairs: Vec<(Option<usize>, Option<usize>)> = left_columns
             .iter()
             .copied()
             .zip(right_columns.iter().copied())
             .collect();
-        let evictions = if both_append_only {
-            evictions(
-                &pairs,
-                join.filter.as_ref(),
-                [left_schema, right_schema],
-                [&left.node, &right.node],
-            )
-        } else {
-            [None, None]
-        };
+        let evictions = evictions(
+            &pairs,
+            join.filter.as_ref(),
+            [left_schema, right_schema],
+            [&left.node, &right.node],
+        );
         let bounded = evictions.iter().all(Option::is_some);
-        let pad_on_eviction = self.emit_on_window_close && join.join_type.is_outer() && bounded;
+        let pad_on_eviction =
+            self.emit_on_window_close && join.join_type.is_outer() && bounded && both_append_only;
         let append_only = both_append_only
             && (matches!(
                 join.join_type,

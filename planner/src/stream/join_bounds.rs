@@ -8,6 +8,12 @@
 //! interval literals on either side) one with `c < bound(Y.d) + k`. Only Y's watermark is needed:
 //! in Nexmark q4 `B.date_time <= A.expires` lets bids' watermark evict auctions though `expires`
 //! has no watermark of its own.
+//!
+//! Inputs that retract (a windowed aggregate's output) qualify when their changes, deletes too,
+//! respect their watermarks (`StreamNode::respects_watermarks`): a window's groups never change once it has
+//! closed. A retracting side's row also waits for its own clock to pass it, so that no delete of
+//! it can follow its eviction. Then a row a delete of the other side could meet was never evicted
+//! (the delete is a future row of that side, which the rule says cannot match it).
 
 use datafusion::common::DFSchema;
 use datafusion::logical_expr::utils::split_conjunction;
@@ -27,6 +33,9 @@ pub struct Eviction {
     /// (micros): rows go when `column < watermark(other_column) + offset` (for EXPLAIN).
     pub other_column: usize,
     pub offset: i64,
+    /// For a side that retracts: its own clock on `column` (and the shift), which must also have
+    /// passed a row before it goes, so that no delete of it can come after.
+    pub own: Option<WatermarkColumn>,
 }
 
 /// One side of a comparison: a column of the left (0) or right (1) input plus a constant.
@@ -54,6 +63,9 @@ pub fn evictions(
     schemas: [&DFSchema; 2],
     sides: [&StreamNode; 2],
 ) -> [Option<Eviction>; 2] {
+    if !sides.iter().all(|side| side.respects_watermarks()) {
+        return [None, None];
+    }
     let mut rules: Vec<AtLeast> = Vec::new();
     for pair in on {
         if let (Some(l), Some(r)) = *pair {
@@ -96,12 +108,20 @@ pub fn evictions(
         let Some(bound) = watermark(sides[rule.smaller.side], rule.smaller.column) else {
             continue;
         };
+        let own = match sides[x].append_only {
+            true => None,
+            false => match watermark(sides[x], rule.larger.column) {
+                Some(own) => Some(own),
+                None => continue,
+            },
+        };
         out[x] = Some(Eviction {
             column: rule.larger.column,
             clock: bound.clock,
             shift: bound.shift + rule.k,
             other_column: rule.smaller.column,
             offset: rule.k,
+            own,
         });
     }
     out

@@ -17,6 +17,7 @@
 
 mod aggregate;
 pub mod asof_order;
+mod carried_columns;
 mod grouping_sets;
 mod input;
 mod join;
@@ -39,6 +40,7 @@ use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 
 pub use aggregate::{AggregatePlan, SessionWindow, WindowBound};
+use carried_columns::{project_key_columns, project_watermarks, project_windows};
 pub use grouping_sets::GroupingSetSpec;
 pub use join::{padded_sides, JoinClock, JoinOutputKey, JoinPlan, JoinSideInfo};
 pub use join_bounds::Eviction;
@@ -210,6 +212,28 @@ impl StreamNode {
 
     fn watermark_on(&self, column: usize) -> Option<WatermarkColumn> {
         watermark_on(&self.watermarks, column)
+    }
+
+    /// Whether no change this node emits, inserts or deletes, is below its watermarks: true of
+    /// an append-only node, and of a windowed aggregate over such input (a closed window's
+    /// groups never change again). Anything else is taken to retract freely (an upsert into a
+    /// table with a watermark deletes the old row whatever its time).
+    pub fn respects_watermarks(&self) -> bool {
+        if self.append_only {
+            return true;
+        }
+        let inputs_respect = || self.inputs.iter().all(StreamNode::respects_watermarks);
+        match &self.kind {
+            NodeKind::Aggregate(aggregate) => {
+                aggregate.watermarked && aggregate.session.is_none() && inputs_respect()
+            }
+            NodeKind::Filter { .. }
+            | NodeKind::Project { .. }
+            | NodeKind::Window { .. }
+            | NodeKind::Union(_)
+            | NodeKind::Proctime { .. } => inputs_respect(),
+            _ => false,
+        }
     }
 
     /// A node over `self` with the same key and watermarks.
@@ -463,7 +487,7 @@ pub fn plan_stream(
     }
     let closes = |n: &StreamNode| match &n.kind {
         NodeKind::Aggregate(a) => a.window.is_some(),
-        NodeKind::Join(j) => j.evictions.iter().all(Option::is_some),
+        NodeKind::Join(j) => n.append_only && j.evictions.iter().all(Option::is_some),
         NodeKind::Asof(a) => a.final_rows,
         NodeKind::TopN(t) => t.emit_on_close,
         NodeKind::OverWindow(o) => o.final_rows.is_some(),
@@ -525,62 +549,6 @@ impl Planner<'_> {
             ))),
         }
     }
-}
-
-/// For each of `exprs`, the input column it copies (a plain column reference), if any.
-fn copied_columns(exprs: &[Expr], input: &DFSchema) -> Vec<Option<usize>> {
-    exprs
-        .iter()
-        .map(|e| match e.clone().unalias() {
-            Expr::Column(c) => input.index_of_column(&c).ok(),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The watermarked columns left after `exprs` (plain column references keep theirs).
-fn project_watermarks(
-    watermarks: &[WatermarkColumn],
-    exprs: &[Expr],
-    input: &DFSchema,
-) -> Vec<WatermarkColumn> {
-    copied_columns(exprs, input)
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, from)| {
-            let from = watermark_on(watermarks, from?)?;
-            Some(WatermarkColumn { column: i, ..from })
-        })
-        .collect()
-}
-
-/// The window columns left after `exprs`.
-fn project_windows(
-    windows: &[WindowColumn],
-    exprs: &[Expr],
-    input: &DFSchema,
-) -> Vec<WindowColumn> {
-    copied_columns(exprs, input)
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, from)| {
-            let from = windows.iter().find(|w| Some(w.column) == from)?;
-            Some(WindowColumn { column: i, ..*from })
-        })
-        .collect()
-}
-
-/// Where the key columns `key` end up after `exprs`, if every one is still there.
-fn project_key_columns(
-    key: &Option<Vec<usize>>,
-    exprs: &[Expr],
-    input: &DFSchema,
-) -> Option<Vec<usize>> {
-    let key = key.as_ref()?;
-    let positions = copied_columns(exprs, input);
-    key.iter()
-        .map(|k| positions.iter().position(|p| *p == Some(*k)))
-        .collect()
 }
 
 fn node_kind(plan: &LogicalPlan) -> String {
