@@ -213,7 +213,7 @@ impl JoinOperator {
         for side in &mut self.sides {
             side.table.begin_chunk();
             let keys = probes.iter().filter(|p| p.matchable);
-            side.table.load(keys.map(|p| p.join_key.as_ref()))?;
+            side.load(keys.map(|p| p.join_key.as_ref()))?;
         }
         self.output.start(s, &chunk);
         let mut slice = Slice::default();

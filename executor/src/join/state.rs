@@ -71,6 +71,10 @@ pub(super) struct SideState {
     /// With an eviction rule: the column it reads, and the rows by its value.
     pub evict_column: Option<usize>,
     by_time: BTreeSet<Timed>,
+    /// With an eviction rule: the rows of each join key that has any. Its rows are all read at
+    /// open anyway (for their times), so the side knows which keys have rows and its table
+    /// keeps no group markers (a put and a delete for every key a short-lived row brings).
+    rows_by_key: Option<hashbrown::HashMap<Box<[u8]>, u64>>,
     pub figures: Figures,
 }
 
@@ -156,8 +160,13 @@ impl SideState {
             stream_key_codec: RowCodec::new(nullable(key_fields.iter().cloned()))?,
             evict_column,
             by_time: BTreeSet::new(),
+            rows_by_key: None,
             figures,
         };
+        if evict_column.is_some() {
+            side.table.without_markers();
+            side.rows_by_key = Some(Default::default());
+        }
         if side.table.is_legacy() || evict_column.is_some() {
             side.scan_rows()?;
         }
@@ -188,6 +197,9 @@ impl SideState {
             *keys.entry(join_key.to_vec()).or_default() += 1;
             rows.push((join_key, row_key, &value[12..]));
         }
+        if let Some(rows_by_key) = &mut self.rows_by_key {
+            rows_by_key.extend(keys.iter().map(|(k, n)| (k.as_slice().into(), *n)));
+        }
         if self.table.is_legacy() {
             self.figures.distinct_keys = keys.len() as u64;
             self.figures.max_rows_per_key = keys.values().copied().max().unwrap_or(0);
@@ -209,7 +221,34 @@ impl SideState {
 
     /// Memory the side's cached rows hold, estimated.
     pub fn memory_bytes(&self) -> usize {
-        self.table.cache_bytes() + self.by_time.len() * crate::state_size::ENTRY_OVERHEAD
+        let keys = self.rows_by_key.as_ref().map_or(0, |k| k.len());
+        self.table.cache_bytes() + (self.by_time.len() + keys) * crate::state_size::ENTRY_OVERHEAD
+    }
+
+    /// Makes the groups of `keys` cached (reading only those known to have rows, when the side
+    /// knows).
+    pub fn load<'a>(&mut self, keys: impl IntoIterator<Item = &'a [u8]>) -> Result<()> {
+        match &self.rows_by_key {
+            Some(rows_by_key) => self
+                .table
+                .load_known(keys, |key| rows_by_key.contains_key(key)),
+            None => self.table.load(keys),
+        }
+    }
+
+    /// Counts a row of `join_key` in or out of `rows_by_key`.
+    fn count_row(&mut self, join_key: &[u8], added: bool) {
+        let Some(rows_by_key) = &mut self.rows_by_key else {
+            return;
+        };
+        if added {
+            *rows_by_key.entry_ref(join_key).or_default() += 1;
+        } else if let Some(rows) = rows_by_key.get_mut(join_key) {
+            *rows -= 1;
+            if *rows == 0 {
+                rows_by_key.remove(join_key);
+            }
+        }
     }
 
     /// Adds a row (`time`: its eviction column's value). Its group must be loaded.
@@ -222,8 +261,12 @@ impl SideState {
         time: Option<i64>,
     ) -> Result<()> {
         let was_empty = self.table.group(join_key).is_none_or(|g| g.is_empty());
-        self.table
+        let replaced = self
+            .table
             .insert(join_key, row_key, Entry { row, degree })?;
+        if replaced.is_none() {
+            self.count_row(join_key, true);
+        }
         if was_empty {
             self.figures.distinct_keys += 1;
         }
@@ -238,6 +281,9 @@ impl SideState {
     /// Removes a row (`time`: its eviction column's value); false when it was not there.
     pub fn remove(&mut self, join_key: &[u8], row_key: &[u8], time: Option<i64>) -> Result<bool> {
         let removed = self.table.remove(join_key, row_key)?.is_some();
+        if removed {
+            self.count_row(join_key, false);
+        }
         if removed && self.table.group(join_key).is_some_and(|g| g.is_empty()) {
             self.figures.distinct_keys -= 1;
         }
@@ -279,12 +325,12 @@ impl SideState {
         if places.is_empty() {
             return Ok(Vec::new());
         }
-        self.table
-            .load(places.iter().map(|(join_key, _)| &join_key[..]))?;
+        self.load(places.iter().map(|(join_key, _)| &join_key[..]))?;
         let mut evicted = Vec::new();
         for (join_key, row_key) in places {
             // Gone already when a row of the other side's fixed keys took it out.
             if let Some(entry) = self.table.remove(&join_key, &row_key)? {
+                self.count_row(&join_key, false);
                 if self.table.group(&join_key).is_some_and(|g| g.is_empty()) {
                     self.figures.distinct_keys -= 1;
                 }

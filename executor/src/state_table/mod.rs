@@ -101,13 +101,18 @@ pub struct Group<V> {
     marked: bool,
 }
 
+/// A group's changed rows by row key, each with whether it is new since the last barrier.
+type DirtyRows = HashMap<Box<[u8]>, bool>;
+
 pub struct KeyedStateTable<V> {
     table: TableId,
     store: Arc<dyn Store>,
     cache: Arc<StateCache>,
     groups: HashMap<Box<[u8]>, Group<V>>,
-    /// Rows changed since the last barrier, by group (their groups stay cached until then).
-    dirty: HashMap<Box<[u8]>, HashSet<Box<[u8]>>>,
+    /// Rows changed since the last barrier, by group (their groups stay cached until then),
+    /// each with whether it is new since then (not in the store: a new row removed again
+    /// before the barrier is never written).
+    dirty: HashMap<Box<[u8]>, DirtyRows>,
     /// Auxiliary rows to write at the next barrier (None: delete).
     aux: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     /// Rows outside the table's layout to write first at the next barrier (an old layout's).
@@ -181,6 +186,15 @@ impl<V: StateValue> KeyedStateTable<V> {
             whole: stats.rows == 0,
             stats,
         })
+    }
+
+    /// Stops keeping group markers: the operator knows which groups have rows (it read them
+    /// all at open) and says so with [`Self::load_known`], so a miss never needs a marker.
+    pub fn without_markers(&mut self) {
+        if self.markers {
+            self.markers = false;
+            self.meta_dirty = true;
+        }
     }
 
     /// Whether the table holds rows written before tables kept counters (and so no
@@ -351,11 +365,14 @@ impl<V: StateValue> KeyedStateTable<V> {
             .ok_or_else(|| crate::join::internal("a state group was changed before it was loaded"))
     }
 
-    fn mark(&mut self, group: &[u8], row_key: &[u8]) {
+    /// Marks a row changed; `new` when it was not in the group before the change (a row
+    /// already marked keeps what it was at the last barrier).
+    fn mark(&mut self, group: &[u8], row_key: &[u8], new: bool) {
         self.dirty
             .entry_ref(group)
             .or_default()
-            .insert(row_key.into());
+            .entry_ref(row_key)
+            .or_insert(new);
     }
 
     /// Puts a row; returns the row it replaced.
@@ -374,7 +391,7 @@ impl<V: StateValue> KeyedStateTable<V> {
         }
         self.stats.bytes += stored as u64;
         self.account(memory, freed);
-        self.mark(group, row_key);
+        self.mark(group, row_key, old.is_none());
         Ok(old)
     }
 
@@ -389,7 +406,14 @@ impl<V: StateValue> KeyedStateTable<V> {
         self.stats.rows -= 1;
         self.stats.bytes -= stored_bytes(group, row_key, &old) as u64;
         self.account(0, freed);
-        self.mark(group, row_key);
+        // A row added since the last barrier was never written: nothing to delete.
+        let rows = self.dirty.get_mut(group);
+        match rows.as_ref().and_then(|rows| rows.get(row_key)) {
+            Some(true) => {
+                rows.expect("found").remove(row_key);
+            }
+            _ => self.mark(group, row_key, false),
+        }
         Ok(Some(old))
     }
 
@@ -416,7 +440,7 @@ impl<V: StateValue> KeyedStateTable<V> {
         entry.memory = entry.memory + new_memory - memory;
         self.stats.bytes = self.stats.bytes + new_stored as u64 - stored as u64;
         self.account(new_memory, memory);
-        self.mark(group, row_key);
+        self.mark(group, row_key, false);
         Ok(Some(result))
     }
 
@@ -499,6 +523,36 @@ impl<V: StateRow> KeyedStateTable<V> {
     /// [`Self::load_with`] the rows' own decoding.
     pub fn load<'a>(&mut self, keys: impl IntoIterator<Item = &'a [u8]>) -> Result<()> {
         self.load_with(keys, V::decode)
+    }
+
+    /// [`Self::load`] for an operator that knows which groups have rows (`has_rows`): the
+    /// others are cached empty without reading the store.
+    pub fn load_known<'a>(
+        &mut self,
+        keys: impl IntoIterator<Item = &'a [u8]>,
+        has_rows: impl Fn(&[u8]) -> bool,
+    ) -> Result<()> {
+        let mut present = Vec::new();
+        for key in keys {
+            if has_rows(key) {
+                present.push(key);
+            } else if !self.whole && !self.groups.contains_key(key) {
+                let memory = ENTRY_OVERHEAD + key.len();
+                let group = Group {
+                    rows: BTreeMap::new(),
+                    last_used: self.tick,
+                    memory,
+                    marked: false,
+                };
+                self.cache.grow(memory);
+                self.stats.cache_bytes += memory as u64;
+                self.stats.cached_groups += 1;
+                self.stats.hits += 1;
+                self.cache.count(1, 0);
+                self.groups.insert(key.into(), group);
+            }
+        }
+        self.load(present)
     }
 }
 

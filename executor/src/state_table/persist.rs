@@ -50,7 +50,7 @@ impl<V: StateValue> KeyedStateTable<V> {
             let group_key: &[u8] = group_key;
             let has_rows = !group.rows.is_empty();
             let part = partition(group_key);
-            if group.marked != has_rows {
+            if self.markers && group.marked != has_rows {
                 let key = marker_key(part, group_key);
                 match has_rows {
                     true => epoch.put_owned(self.table, key, Vec::new()),
@@ -59,7 +59,7 @@ impl<V: StateValue> KeyedStateTable<V> {
                 group.marked = has_rows;
             }
             let part = part.to_be_bytes();
-            for row_key in row_keys.drain() {
+            for (row_key, _) in row_keys.drain() {
                 let mut key = Vec::with_capacity(2 + group_key.len() + row_key.len());
                 key.extend_from_slice(&part);
                 key.extend_from_slice(group_key);

@@ -210,3 +210,36 @@ fn auxiliary_rows_overlay_the_pending_ones() {
         vec![(aux(2), b"two".to_vec()), (aux(3), b"three".to_vec())]
     );
 }
+
+#[test]
+fn a_row_added_and_removed_between_barriers_is_never_written() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::default());
+    let cache = Arc::new(StateCache::new(1 << 20));
+    let mut table = open(&store, &cache);
+    put(&mut table, b"g", b"kept", Bytes(b"1".to_vec())).unwrap();
+    put(&mut table, b"g", b"passing", Bytes(b"2".to_vec())).unwrap();
+    // Replaced, then removed: still new since the last barrier.
+    put(&mut table, b"g", b"passing", Bytes(b"3".to_vec())).unwrap();
+    assert!(table.remove(b"g", b"passing").unwrap().is_some());
+    let mut epoch = EpochBatch::default();
+    table.persist(&mut epoch).unwrap();
+    // The kept row, the group's marker and the counters.
+    assert_eq!(epoch.len(), 3, "{:?}", table.stats());
+    assert_eq!(table.stats().writes_last_epoch, 1);
+    store.commit(epoch).unwrap();
+
+    // A row that was in the store before the epoch is deleted from it; one removed and put
+    // back is written again.
+    table.load([&b"g"[..]]).unwrap();
+    put(&mut table, b"g", b"later", Bytes(b"4".to_vec())).unwrap();
+    assert!(table.remove(b"g", b"kept").unwrap().is_some());
+    put(&mut table, b"g", b"kept", Bytes(b"5".to_vec())).unwrap();
+    assert!(table.remove(b"g", b"kept").unwrap().is_some());
+    commit(&mut table, &store);
+    assert_eq!(table.stats().writes_last_epoch, 2);
+    let mut reopened = open(&store, &cache);
+    assert_eq!(
+        rows(&mut reopened, b"g"),
+        vec![(b"later".to_vec(), b"4".to_vec())]
+    );
+}
