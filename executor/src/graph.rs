@@ -399,7 +399,7 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                     (**over).clone(),
                     table,
                     node.schema.clone(),
-                    self.store.as_ref(),
+                    self.state,
                 )?)
             }
             NodeKind::TemporalFilter(filter) => {

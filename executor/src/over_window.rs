@@ -1,17 +1,21 @@
 //! The OVER window operator (see `eddy_planner::OverWindowPlan`): each partition's rows in
-//! order by the memcomparable encoding of their ORDER BY values (ties by the row's key), in
-//! memory and in the store, with DataFusion's window functions evaluated over a partition's
-//! rows in that order.
+//! order by the memcomparable encoding of their ORDER BY values (ties by the row's key), in a
+//! state table, with DataFusion's window functions evaluated over a partition's rows in that
+//! order.
 //!
 //! In the final form a row is emitted once, when the watermark passes its time (and, for
 //! `LEAD`, once the rows it looks ahead to are final too); emitted rows are then dropped as
 //! soon as no later row's frame reaches back to them. In the general form every row stays, and
 //! a change recomputes its partition: rows whose values changed are retracted and emitted again.
 //!
-//! In the store a row's key is `partition hash (u16) ++ partition ++ order ++ row key`; its
-//! value is the partition's and the order's lengths, an emitted flag, then the row.
+//! A partition is a state table group and a row's row key is its order then its stream key, so
+//! a group's rows are in order: in the store a row's key is `partition hash (u16) ++ partition
+//! ++ order ++ row key`; its value is the partition's and the order's lengths, an emitted flag,
+//! then the row. A partition read back gets what its stored rows leave out computed again: the
+//! rows' times (final form) and the values emitted for them (general form, by evaluating the
+//! partition). In the final form the partitions with rows not emitted yet are indexed
+//! (auxiliary rows), which is all a restart reads.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef};
@@ -19,38 +23,76 @@ use datafusion::arrow::compute::{cast, concat};
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::arrow::row::{RowConverter, Rows, SortField};
 use eddy_planner::{FinalRows, OverWindowPlan};
-use eddy_storage::{EpochBatch, RowCodec, StorageError, Store, TableId};
-use hashbrown::{HashMap, HashSet};
+use eddy_storage::{EpochBatch, KeyRange, RowCodec, StorageError, TableId};
+use hashbrown::HashSet;
 
+use crate::state_table::{
+    KeyedStateTable, StateContext, StateRow, StateTableStats, StateValue, AUX_PREFIX,
+};
 use crate::{Barrier, Message, Op, Operator, Result, StreamChunk, Watermark};
 
-/// A row's place in its partition: (order, row key).
-type Place = (Box<[u8]>, Box<[u8]>);
-
-struct Held {
+/// A row of a partition.
+struct OverRow {
+    /// Where its order ends in its row key (order ++ stream key).
+    order_len: u32,
+    /// Its time in micros (the final form; `i64::MIN` for NULL, which is final at once). Not
+    /// stored: computed when its partition is read.
+    time: i64,
+    /// The function values last emitted for the row, encoded; None while not emitted. Stored
+    /// as a flag only: empty when read back, until the general form evaluates the partition
+    /// again (the final form only needs to know that a row was emitted).
+    emitted: Option<Box<[u8]>>,
     /// The input row: visible columns, then stream key.
     row: Box<[u8]>,
-    /// Its time in micros (the final form; `i64::MIN` for NULL, which is final at once).
-    time: i64,
-    /// The function values last emitted for the row, encoded; None while not emitted. After
-    /// a restart the final form knows only that a row was emitted (an empty value).
-    emitted: Option<Box<[u8]>>,
 }
 
-#[derive(Default)]
-struct Partition {
-    rows: BTreeMap<Place, Held>,
+impl StateValue for OverRow {
+    fn memory(&self) -> usize {
+        12 + self.row.len() + self.emitted.as_ref().map_or(0, |e| 16 + e.len())
+    }
+
+    fn stored_len(&self) -> usize {
+        9 + self.row.len()
+    }
+}
+
+impl StateRow for OverRow {
+    fn encode(&self, group: &[u8], out: &mut Vec<u8>) {
+        out.extend_from_slice(&(group.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.order_len.to_le_bytes());
+        out.push(u8::from(self.emitted.is_some()));
+        out.extend_from_slice(&self.row);
+    }
+
+    fn decode(_group: &[u8], stored: &[u8]) -> Result<Self> {
+        let corrupt = || StorageError::Corrupt("OVER window state row".into());
+        let order_len = stored
+            .get(4..8)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_le_bytes)
+            .ok_or_else(corrupt)?;
+        let emitted = *stored.get(8).ok_or_else(corrupt)? != 0;
+        Ok(Self {
+            order_len,
+            time: i64::MIN,
+            emitted: emitted.then(|| Box::from(&[][..])),
+            row: stored[9..].into(),
+        })
+    }
 }
 
 /// One output row change: (insert, row, function values).
 type Change = (bool, Box<[u8]>, Box<[u8]>);
+
+/// A row final now: (row key, row, function values).
+type Emission = (Box<[u8]>, Box<[u8]>, Box<[u8]>);
 
 /// Per partition, the encoded function values of its evaluated rows, in order.
 type Evaluated = Vec<(Box<[u8]>, Vec<Box<[u8]>>)>;
 
 pub struct OverWindowOperator {
     plan: OverWindowPlan,
-    table: TableId,
+    table: KeyedStateTable<OverRow>,
     /// The output's visible columns: the input's, then one per function.
     schema: SchemaRef,
     row_codec: RowCodec,
@@ -58,13 +100,8 @@ pub struct OverWindowOperator {
     partition_codec: Option<RowCodec>,
     order: RowConverter,
     key_codec: RowCodec,
-    partitions: HashMap<Box<[u8]>, Partition>,
-    /// Final form: the partitions holding rows not emitted yet.
+    /// Final form: the partitions holding rows not emitted yet (indexed in the store too).
     waiting: HashSet<Box<[u8]>>,
-    /// Rows changed since the last barrier: (partition, place).
-    dirty: HashSet<(Box<[u8]>, Place)>,
-    rows: usize,
-    row_size: crate::state_size::SizeEstimate,
 }
 
 fn nullable(fields: impl IntoIterator<Item = Field>) -> SchemaRef {
@@ -76,12 +113,17 @@ fn nullable(fields: impl IntoIterator<Item = Field>) -> SchemaRef {
     ))
 }
 
+/// The auxiliary key of a partition waiting for the watermark.
+fn waiting_key(partition: &[u8]) -> Vec<u8> {
+    [&AUX_PREFIX[..], partition].concat()
+}
+
 impl OverWindowOperator {
     pub fn new(
         plan: OverWindowPlan,
         table: TableId,
         schema: SchemaRef,
-        store: &dyn Store,
+        state: &StateContext,
     ) -> Result<Self> {
         let input = &plan.input_schema;
         let row_fields = input
@@ -114,76 +156,98 @@ impl OverWindowOperator {
             })
             .collect::<Result<Vec<_>>>()?;
         let mut operator = Self {
-            table,
+            table: state.open(table, "OVER window")?,
             schema,
             row_codec: RowCodec::new(nullable(row_fields))?,
             values_codec: RowCodec::new(nullable(value_fields))?,
             partition_codec,
             order: RowConverter::new(order_fields)?,
             key_codec: RowCodec::new(nullable(plan.input_key_fields.iter().cloned()))?,
-            partitions: HashMap::new(),
             waiting: HashSet::new(),
-            dirty: HashSet::new(),
-            rows: 0,
-            row_size: Default::default(),
             plan,
         };
-        operator.load(store)?;
+        if operator.plan.final_rows.is_some() {
+            if operator.table.is_legacy() {
+                operator.index_legacy()?;
+            }
+            for (key, _) in operator.table.read_aux(&KeyRange::prefix(&AUX_PREFIX))? {
+                operator.waiting.insert(key[AUX_PREFIX.len()..].into());
+            }
+        }
         Ok(operator)
     }
 
-    fn load(&mut self, store: &dyn Store) -> Result<()> {
-        let table = self.table;
+    /// A table written before state tables kept no index of waiting partitions: it is built
+    /// once from the rows.
+    fn index_legacy(&mut self) -> Result<()> {
+        let table = self.table.table();
         let corrupt = || StorageError::Corrupt(format!("OVER window state row in table {table}"));
-        let mut loaded = Vec::new();
-        for (key, value) in store.scan_table(table)? {
+        for (key, value) in self.table.store().scan_table(table)? {
+            if key.first() == Some(&0xFF) {
+                continue;
+            }
             let row = crate::partition::split_ordered(&key, &value).ok_or_else(corrupt)?;
-            let Some((&emitted, row_bytes)) = row.rest.split_first() else {
-                return Err(corrupt().into());
-            };
-            self.row_size.observe(
-                key.len() + value.len() + crate::state_size::ENTRY_OVERHEAD,
-                1,
-            );
-            loaded.push((
-                Box::<[u8]>::from(row.partition),
-                (Box::<[u8]>::from(row.order), Box::<[u8]>::from(row.row_key)),
-                emitted != 0,
-                Box::<[u8]>::from(row_bytes),
-            ));
-        }
-        for rows in loaded.chunks(4096) {
-            let times = match self.plan.final_rows {
-                Some(f) => {
-                    let batch = self.row_codec.decode(rows.iter().map(|r| &r.3[..]))?;
-                    Some(self.times(batch.column(f.time_column))?)
-                }
-                None => None,
-            };
-            for (i, (partition, place, emitted, row)) in rows.iter().enumerate() {
-                let held = Held {
-                    row: row.clone(),
-                    time: times.as_ref().map_or(i64::MIN, |t| t[i]),
-                    emitted: emitted.then(|| Box::from(&[][..])),
-                };
-                if held.emitted.is_none() {
-                    self.waiting.insert(partition.clone());
-                }
-                let entry = self.partitions.entry(partition.clone()).or_default();
-                entry.rows.insert(place.clone(), held);
-                self.rows += 1;
+            if row.rest.first() == Some(&0) {
+                self.wait(row.partition);
             }
         }
-        if self.plan.final_rows.is_none() {
-            // The general form compares new values with the emitted ones: recompute those.
-            let all: Vec<Box<[u8]>> = self.partitions.keys().cloned().collect();
-            for (partition, values) in self.evaluate(&all, |_| true)? {
-                let rows = &mut self.partitions.get_mut(&partition).expect("evaluated").rows;
-                for (held, value) in rows.values_mut().zip(values) {
-                    held.emitted = Some(value);
+        Ok(())
+    }
+
+    fn wait(&mut self, partition: &[u8]) {
+        if !self.waiting.contains(partition) {
+            self.waiting.insert(partition.into());
+            self.table
+                .write_aux(waiting_key(partition), Some(Vec::new()));
+        }
+    }
+
+    fn unwait(&mut self, partition: &[u8]) {
+        if self.waiting.remove(partition) {
+            self.table.write_aux(waiting_key(partition), None);
+        }
+    }
+
+    /// Makes `partitions` cached, completing those read from the store.
+    fn load(&mut self, partitions: &[Box<[u8]>]) -> Result<()> {
+        let read: Vec<Box<[u8]>> = partitions
+            .iter()
+            .filter(|p| self.table.group(p).is_none())
+            .cloned()
+            .collect();
+        self.table.load(partitions.iter().map(|p| &p[..]))?;
+        for partition in read {
+            self.complete(&partition)?;
+        }
+        Ok(())
+    }
+
+    /// Fills in what a partition read from the store leaves out: its rows' times (final form)
+    /// and the values emitted for them (general form: its rows were all emitted).
+    fn complete(&mut self, partition: &[u8]) -> Result<()> {
+        let Some(rows) = self.table.group(partition).filter(|r| !r.is_empty()) else {
+            return Ok(());
+        };
+        let (times, values) = match self.plan.final_rows {
+            Some(f) => {
+                let batch = self.row_codec.decode(rows.values().map(|r| &r.row[..]))?;
+                (Some(self.times(batch.column(f.time_column))?), None)
+            }
+            None => {
+                let evaluated = self.evaluate(&[partition.into()], |_| true)?;
+                (None, evaluated.into_iter().next().map(|(_, v)| v))
+            }
+        };
+        self.table.complete(partition, |rows| {
+            for (i, row) in rows.values_mut().enumerate() {
+                if let Some(times) = &times {
+                    row.time = times[i];
+                }
+                if let Some(values) = &values {
+                    row.emitted = Some(values[i].clone());
                 }
             }
-        }
+        });
         Ok(())
     }
 
@@ -205,16 +269,16 @@ impl OverWindowOperator {
     fn evaluate(
         &self,
         partitions: &[Box<[u8]>],
-        include: impl Fn(&Held) -> bool,
+        include: impl Fn(&OverRow) -> bool,
     ) -> Result<Evaluated> {
         let mut rows: Vec<&[u8]> = Vec::new();
         let mut spans = Vec::new();
         for partition in partitions {
-            let Some(p) = self.partitions.get(partition) else {
+            let Some(p) = self.table.group(partition) else {
                 continue;
             };
             let start = rows.len();
-            rows.extend(p.rows.values().filter(|h| include(h)).map(|h| &h.row[..]));
+            rows.extend(p.values().filter(|h| include(h)).map(|h| &h.row[..]));
             spans.push((partition.clone(), start, rows.len() - start));
         }
         if rows.is_empty() {
@@ -248,21 +312,21 @@ impl OverWindowOperator {
     }
 
     /// General form: recomputes `partitions` and returns the changes of their rows' values.
+    /// The values are not stored (the rows' emitted flags stay set), so nothing is written.
     fn recompute(&mut self, partitions: &[Box<[u8]>], changes: &mut Vec<Change>) -> Result<()> {
         for (partition, values) in self.evaluate(partitions, |_| true)? {
-            let Some(p) = self.partitions.get_mut(&partition) else {
-                continue;
-            };
-            for (held, value) in p.rows.values_mut().zip(values) {
-                if held.emitted.as_deref() == Some(&value[..]) {
-                    continue;
+            self.table.complete(&partition, |rows| {
+                for (held, value) in rows.values_mut().zip(values) {
+                    if held.emitted.as_deref() == Some(&value[..]) {
+                        continue;
+                    }
+                    if let Some(old) = held.emitted.take() {
+                        changes.push((false, held.row.clone(), old));
+                    }
+                    changes.push((true, held.row.clone(), value.clone()));
+                    held.emitted = Some(value);
                 }
-                if let Some(old) = held.emitted.take() {
-                    changes.push((false, held.row.clone(), old));
-                }
-                changes.push((true, held.row.clone(), value.clone()));
-                held.emitted = Some(value);
-            }
+            });
         }
         Ok(())
     }
@@ -271,45 +335,44 @@ impl OverWindowOperator {
     /// the rows no later frame reaches back to.
     fn emit_final(&mut self, f: FinalRows, bound: i64, changes: &mut Vec<Change>) -> Result<()> {
         let waiting: Vec<Box<[u8]>> = self.waiting.iter().cloned().collect();
-        let final_row = |h: &Held| h.time < bound;
+        self.table.begin_chunk();
+        self.load(&waiting)?;
+        let final_row = |h: &OverRow| h.time < bound;
         let evaluated = self.evaluate(&waiting, final_row)?;
         for (partition, values) in evaluated {
-            let Some(p) = self.partitions.get_mut(&partition) else {
+            let Some(rows) = self.table.group(&partition) else {
+                self.unwait(&partition);
                 continue;
             };
             let ready = values.len().saturating_sub(f.following);
-            let mut emitted_now = 0;
-            for (i, (place, held)) in p.rows.iter_mut().filter(|(_, h)| final_row(h)).enumerate() {
-                if i >= ready {
-                    break;
-                }
-                if held.emitted.is_none() {
-                    changes.push((true, held.row.clone(), values[i].clone()));
-                    held.emitted = Some(values[i].clone());
-                    self.dirty.insert((partition.clone(), place.clone()));
-                    emitted_now += 1;
-                }
+            let emit: Vec<Emission> = rows
+                .iter()
+                .filter(|(_, h)| final_row(h))
+                .take(ready)
+                .zip(values)
+                .filter(|((_, held), _)| held.emitted.is_none())
+                .map(|((row_key, held), value)| (row_key.clone(), held.row.clone(), value))
+                .collect();
+            let emitted_now = emit.len();
+            for (row_key, row, value) in emit {
+                changes.push((true, row, value.clone()));
+                self.table
+                    .modify(&partition, &row_key, |held| held.emitted = Some(value))?;
             }
-            let pending = p
-                .rows
-                .values()
-                .find(|h| h.emitted.is_none())
-                .map(|h| h.time);
-            if pending.is_none() {
-                self.waiting.remove(&partition);
-            }
+            let rows = self.table.group(&partition).expect("loaded");
+            let pending = rows.values().find(|h| h.emitted.is_none()).map(|h| h.time);
+            let mut drop: Vec<Box<[u8]>> = Vec::new();
             if emitted_now > 0 && !f.history.all {
                 // Later rows come after every emitted row: the next one's frame reaches back
                 // over the last `rows` emitted rows and the rows within `micros` of its time.
                 let horizon = pending.unwrap_or(bound).min(bound);
-                let emitted: Vec<(&Place, i64)> = p
-                    .rows
+                let emitted: Vec<(&Box<[u8]>, i64)> = rows
                     .iter()
                     .filter(|(_, h)| h.emitted.is_some())
-                    .map(|(place, h)| (place, h.time))
+                    .map(|(row_key, h)| (row_key, h.time))
                     .collect();
                 let keep_from = emitted.len().saturating_sub(f.history.rows);
-                let drop: Vec<Place> = emitted
+                drop = emitted
                     .iter()
                     .enumerate()
                     .filter(|(i, (_, time))| {
@@ -318,16 +381,14 @@ impl OverWindowOperator {
                                 .micros
                                 .is_none_or(|m| *time < horizon.saturating_sub(m))
                     })
-                    .map(|(_, (place, _))| (*place).clone())
+                    .map(|(_, (row_key, _))| (*row_key).clone())
                     .collect();
-                for place in drop {
-                    p.rows.remove(&place);
-                    self.rows -= 1;
-                    self.dirty.insert((partition.clone(), place));
-                }
-                if p.rows.is_empty() {
-                    self.partitions.remove(&partition);
-                }
+            }
+            if pending.is_none() {
+                self.unwait(&partition);
+            }
+            for row_key in drop {
+                self.table.remove(&partition, &row_key)?;
             }
         }
         Ok(())
@@ -404,32 +465,32 @@ impl Operator for OverWindowOperator {
             Some(f) => Some(self.times(chunk.batch.column(f.time_column))?),
             None => None,
         };
-        let mut changes = Vec::new();
         let mut touched: Vec<Box<[u8]>> = Vec::new();
-        let mut seen: HashSet<Box<[u8]>> = HashSet::new();
-        for (i, partition) in partitions.into_iter().enumerate() {
-            let place: Place = (orders.row(i).as_ref().into(), keys.row(i).as_ref().into());
-            let entry = self.partitions.entry(partition.clone()).or_default();
+        let mut seen: HashSet<&[u8]> = HashSet::new();
+        for partition in &partitions {
+            if seen.insert(partition) {
+                touched.push(partition.clone());
+            }
+        }
+        self.table.begin_chunk();
+        self.load(&touched)?;
+        let mut changes = Vec::new();
+        for (i, partition) in partitions.iter().enumerate() {
+            let order = orders.row(i);
+            let row_key = [order.as_ref(), keys.row(i).as_ref()].concat();
             let old = if chunk.ops[i].is_insert() {
-                let held = Held {
-                    row: rows.row(i).as_ref().into(),
+                let held = OverRow {
+                    order_len: order.as_ref().len() as u32,
                     time: times.as_ref().map_or(i64::MIN, |t| t[i]),
                     emitted: None,
+                    row: rows.row(i).as_ref().into(),
                 };
-                let old = entry.rows.insert(place.clone(), held);
-                if old.is_none() {
-                    self.rows += 1;
-                }
-                old
+                self.table.insert(partition, &row_key, held)?
             } else {
-                let old = entry.rows.remove(&place);
-                if old.is_some() {
-                    self.rows -= 1;
-                }
-                old
+                self.table.remove(partition, &row_key)?
             };
             // A row that leaves (or is replaced) takes its emitted values with it.
-            if let Some(Held {
+            if let Some(OverRow {
                 row,
                 emitted: Some(values),
                 ..
@@ -439,20 +500,13 @@ impl Operator for OverWindowOperator {
                     changes.push((false, row, values));
                 }
             }
-            if entry.rows.is_empty() {
-                self.partitions.remove(&partition);
-            }
-            self.dirty.insert((partition.clone(), place));
-            if seen.insert(partition.clone()) {
-                touched.push(partition);
-            }
         }
         if self.plan.final_rows.is_some() {
-            self.waiting.extend(
-                touched
-                    .into_iter()
-                    .filter(|p| self.partitions.contains_key(p)),
-            );
+            for partition in &touched {
+                if self.table.group(partition).is_some_and(|r| !r.is_empty()) {
+                    self.wait(partition);
+                }
+            }
         } else {
             self.recompute(&touched, &mut changes)?;
         }
@@ -476,38 +530,19 @@ impl Operator for OverWindowOperator {
         epoch: &mut EpochBatch,
         _out: &mut Vec<Message>,
     ) -> Result<()> {
-        let (mut measured, mut kept) = (0, 0);
-        let general = self.plan.final_rows.is_none();
-        for (partition, place) in self.dirty.drain() {
-            let key = crate::partition::ordered_key(&partition, &place.0, &place.1);
-            match self
-                .partitions
-                .get(&partition)
-                .and_then(|p| p.rows.get(&place))
-            {
-                Some(held) => {
-                    measured += key.len() + held.row.len() + crate::state_size::ENTRY_OVERHEAD;
-                    kept += 1;
-                    let mut value =
-                        crate::partition::ordered_value(&partition, &place.0, 1 + held.row.len());
-                    // The general form emits every row it holds at once.
-                    value.push(u8::from(general || held.emitted.is_some()));
-                    value.extend_from_slice(&held.row);
-                    epoch.put(self.table, &key, value);
-                }
-                None => epoch.delete(self.table, &key),
-            }
-        }
-        self.row_size.observe(measured, kept);
-        Ok(())
+        self.table.persist(epoch)
     }
 
     fn state_rows(&self) -> usize {
-        self.rows
+        self.table.rows() as usize
     }
 
     fn state_bytes(&self) -> usize {
-        self.row_size.total(self.rows)
+        self.table.cache_bytes()
+    }
+
+    fn state_tables(&self) -> Vec<StateTableStats> {
+        vec![self.table.stats()]
     }
 }
 

@@ -444,6 +444,23 @@ impl<V: StateValue> KeyedStateTable<V> {
         Ok(Some(result))
     }
 
+    /// Completes a cached group's rows with what their stored form leaves out (values the
+    /// operator derives from them), without marking anything changed: `complete` must not
+    /// change what any row stores. None when the group is not cached.
+    pub fn complete<R>(
+        &mut self,
+        key: &[u8],
+        complete: impl FnOnce(&mut BTreeMap<Box<[u8]>, V>) -> R,
+    ) -> Option<R> {
+        let group = self.groups.get_mut(key)?;
+        let result = complete(&mut group.rows);
+        let rows: usize = group.rows.iter().map(|(k, v)| row_memory(k, v)).sum();
+        let memory = ENTRY_OVERHEAD + key.len() + rows;
+        let old = std::mem::replace(&mut group.memory, memory);
+        self.account(memory, old);
+        Some(result)
+    }
+
     fn account(&mut self, added: usize, freed: usize) {
         self.stats.cache_bytes = self.stats.cache_bytes + added as u64 - freed as u64;
         self.cache.grow(added);
