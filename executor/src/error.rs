@@ -31,6 +31,19 @@ pub enum ExecError {
     /// An option a statement does not know (22023, as Postgres' "unrecognized parameter").
     #[error("{0}")]
     InvalidOption(String),
+    /// A column a statement names that the relation does not have (42703).
+    #[error("{0}")]
+    UndefinedColumn(String),
+    /// A definition that cannot work as written, e.g. an upsert sink with no key (42P16).
+    #[error("{0}")]
+    InvalidDefinition(String),
+    /// Something outside Eddy that a statement names and that does not exist, e.g. a Kafka
+    /// topic (42704).
+    #[error("{0}")]
+    UndefinedExternal(String),
+    /// A system outside Eddy that could not be reached, e.g. a Kafka broker (08001).
+    #[error("{0}")]
+    Unreachable(String),
     /// More memory than a limit allows (53200), e.g. a view's state past its budget.
     #[error("{0}")]
     OutOfMemory(String),

@@ -16,6 +16,9 @@
 //! - [`temporal_filter`]: rows in a view while the wall clock is within bounds on their time.
 //! - [`graph`]: one view's operators as a tree, driven message by message, barriers aligned.
 //! - [`engine`]: the epoch loop: applies DML, runs barriers, commits each epoch atomically.
+//! - [`sink`]: each epoch's changes of a table or view into a sink log, shipped out by a
+//!   sender thread (Kafka) exactly once.
+//! - [`formats`]: JSON values and Debezium's envelope, as sinks write them.
 
 pub mod aggregate;
 pub mod chunk;
@@ -24,6 +27,7 @@ pub mod connector;
 pub mod engine;
 pub mod error;
 pub mod feed;
+pub mod formats;
 pub mod graph;
 pub mod join;
 pub mod late_rows;
@@ -31,6 +35,7 @@ pub mod operator;
 pub mod operators;
 pub mod over_window;
 pub mod partition;
+pub mod sink;
 pub mod state_size;
 pub mod state_table;
 pub mod stats;

@@ -69,6 +69,7 @@ pub struct EngineStats {
     pub views: Vec<ViewStats>,
     pub sources: Vec<SourceStats>,
     pub progress: Vec<SourceProgressStats>,
+    pub sinks: Vec<crate::sink::SinkStats>,
     /// The store's sizes and health.
     pub store: eddy_storage::StoreStats,
     /// The node's state cache: its limit, what it holds, and its lookups.

@@ -103,6 +103,29 @@ impl Record {
 /// Where a message landed.
 pub type Delivered = Delivery;
 
+/// A message read back by [`KafkaBroker::read_all`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadMessage {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    /// `None` for a tombstone.
+    pub payload: Option<Vec<u8>>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    pub timestamp_ms: Option<i64>,
+}
+
+impl ReadMessage {
+    /// The value of header `name`, as text.
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key == name)
+            .and_then(|(_, value)| value.as_ref())
+            .map(|value| String::from_utf8_lossy(value).into_owned())
+    }
+}
+
 /// A Kafka-protocol broker for a test: the shared one ([`Self::from_env`]) or
 /// a private one ([`Self::start_own`]).
 pub struct KafkaBroker {
@@ -301,6 +324,73 @@ impl KafkaBroker {
         self.consumer()?
             .fetch_watermarks(topic, partition, REQUEST_TIMEOUT)
             .with_context(|| format!("fetching watermarks of {topic}/{partition}"))
+    }
+
+    /// Every message of `topic` now, read back partition by partition from the first offset
+    /// to the high-water offset: the messages in each partition's order. Tansu 0.6 takes time
+    /// growing with the square of a partition's length to read it all (about 5 s for 6,000
+    /// messages): keep partitions read this way to a few thousand messages.
+    pub fn read_all(&self, topic: &str) -> Result<Vec<ReadMessage>> {
+        let consumer = self.consumer()?;
+        let metadata = consumer
+            .fetch_metadata(Some(topic), REQUEST_TIMEOUT)
+            .with_context(|| format!("metadata of {topic}"))?;
+        let partitions = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic)
+            .map_or(0, |t| t.partitions().len() as i32);
+        let mut messages = Vec::new();
+        for partition in 0..partitions {
+            let (low, high) = consumer
+                .fetch_watermarks(topic, partition, REQUEST_TIMEOUT)
+                .with_context(|| format!("watermarks of {topic}/{partition}"))?;
+            if high <= low {
+                continue;
+            }
+            let mut assignment = rdkafka::TopicPartitionList::new();
+            assignment.add_partition_offset(topic, partition, rdkafka::Offset::Offset(low))?;
+            consumer.assign(&assignment)?;
+            let deadline = Instant::now() + REQUEST_TIMEOUT;
+            let mut next = low;
+            while next < high {
+                if Instant::now() > deadline {
+                    bail!("reading {topic}/{partition}: stuck at offset {next} of {high}");
+                }
+                let message = match consumer.poll(Duration::from_millis(200)) {
+                    None => continue,
+                    Some(Ok(message)) => message,
+                    // A broker busy with other tests may drop a connection: the client
+                    // reconnects and goes on.
+                    Some(Err(KafkaError::MessageConsumption(
+                        RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure,
+                    ))) => continue,
+                    Some(Err(error)) => {
+                        return Err(error).with_context(|| format!("reading {topic}/{partition}"))
+                    }
+                };
+                use rdkafka::message::{Headers, Message};
+                let headers = message
+                    .headers()
+                    .map(|headers| {
+                        headers
+                            .iter()
+                            .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                messages.push(ReadMessage {
+                    partition,
+                    offset: message.offset(),
+                    key: message.key().map(<[u8]>::to_vec),
+                    payload: message.payload().map(<[u8]>::to_vec),
+                    headers,
+                    timestamp_ms: message.timestamp().to_millis(),
+                });
+                next = message.offset() + 1;
+            }
+        }
+        Ok(messages)
     }
 
     /// Whether this value started the broker (and may stop it).

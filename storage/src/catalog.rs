@@ -17,6 +17,8 @@ pub enum ObjectKind {
     View,
     /// A secondary index of a table or materialized view.
     Index,
+    /// A sink: a table's or materialized view's changes written outside Eddy.
+    Sink,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

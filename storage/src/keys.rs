@@ -15,6 +15,8 @@ pub const LATE_ROWS_TABLE: TableId = 2;
 pub const SOURCE_ERRORS_TABLE: TableId = 3;
 /// Rows a view's expressions failed on (`eddy_catalog.view_errors`).
 pub const VIEW_ERRORS_TABLE: TableId = 4;
+/// Messages a sink's target refused for good (`eddy_catalog.sink_errors`).
+pub const SINK_ERRORS_TABLE: TableId = 5;
 /// The first id handed out to user objects; everything below is reserved.
 pub const FIRST_USER_TABLE: TableId = 16;
 /// Set in the id of an operator's state table: state churns (rewritten every epoch, evicted by

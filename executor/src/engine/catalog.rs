@@ -31,6 +31,7 @@ impl Engine {
         let views = std::mem::take(&mut self.views);
         let sources = std::mem::take(&mut self.sources);
         let plain_views = std::mem::take(&mut self.plain_views);
+        let sinks = std::mem::take(&mut self.sinks);
         // An index still being built has no catalog entry yet: its build starts over only if
         // its CREATE INDEX is run again.
         let abandoned = self.abandon_index_builds("the engine reloaded its last commit");
@@ -56,6 +57,10 @@ impl Engine {
                     .into_values()
                     .map(|entry| (entry, Restore::PlainView)),
             )
+            .chain(sinks.into_values().map(|sink| {
+                let object = Restore::Sink(sink.spec.clone());
+                (sink.entry.clone(), object)
+            }))
             .chain(indexes.into_values().map(|index| {
                 let object = Restore::Index {
                     relation: index.relation,
@@ -119,6 +124,7 @@ impl Engine {
             Restore::PlainView => {
                 self.plain_views.insert(entry.name.clone(), entry);
             }
+            Restore::Sink(spec) => self.restore_sink(entry, spec)?,
             Restore::Index {
                 relation,
                 columns,
@@ -169,6 +175,7 @@ impl Engine {
             || self.sources.contains_key(name)
             || self.plain_views.contains_key(name)
             || self.indexes.contains_key(name)
+            || self.sinks.contains_key(name)
     }
     pub(super) fn new_entry(
         &mut self,
@@ -342,6 +349,12 @@ impl Engine {
         if kind != ObjectKind::Index && self.indexes.contains_key(name) {
             return Err(wrong_kind("index", "DROP INDEX"));
         }
+        if kind != ObjectKind::Sink && self.sinks.contains_key(name) {
+            return Err(wrong_kind("sink", "DROP SINK"));
+        }
+        if kind == ObjectKind::Sink {
+            return self.drop_sink(name);
+        }
         if kind == ObjectKind::Index {
             return self.drop_index(name);
         }
@@ -351,12 +364,20 @@ impl Engine {
             })?;
             return self.remove_entry(&entry);
         }
-        let dependents: Vec<String> = self
+        let views: Vec<String> = self
             .views
             .values()
             .filter(|v| v.plan.reads(name))
             .map(|v| format!("\"{}\"", v.entry.name))
             .collect();
+        let sinks = self.sinks_reading(name);
+        let mut dependents = Vec::new();
+        if !views.is_empty() {
+            dependents.push(format!("materialized view {}", views.join(", ")));
+        }
+        if !sinks.is_empty() {
+            dependents.push(format!("sink {}", sinks.join(", ")));
+        }
         if !dependents.is_empty() {
             let what = match kind {
                 ObjectKind::Table => "table",
@@ -364,10 +385,11 @@ impl Engine {
                 ObjectKind::MaterializedView => "materialized view",
                 ObjectKind::View => "view",
                 ObjectKind::Index => "index",
+                ObjectKind::Sink => "sink",
             };
             return Err(ExecError::DependentObjects(format!(
-                "cannot drop {what} \"{name}\" because materialized view {} depends on it",
-                dependents.join(", ")
+                "cannot drop {what} \"{name}\" because {} depends on it",
+                dependents.join(" and ")
             )));
         }
         let entry = match kind {
@@ -384,9 +406,9 @@ impl Engine {
                 })?;
                 entry
             }
-            ObjectKind::View | ObjectKind::Index => {
+            ObjectKind::View | ObjectKind::Index | ObjectKind::Sink => {
                 return Err(ExecError::Internal(
-                    "a plain view or an index reached the drop of stored objects".into(),
+                    "a plain view, an index or a sink reached the drop of stored objects".into(),
                 ))
             }
             ObjectKind::MaterializedView => {

@@ -150,6 +150,8 @@ impl Engine {
             }
             self.deliver(&name, changes)?;
         }
+        // Every change of the epoch has reached the sinks reading it.
+        self.log_sinks(&mut batch, epoch)?;
         // Views measured at this barrier past the budget fail in this epoch; with those that
         // failed at their barrier, their catalog entries and dropped state commit now too.
         self.enforce_state_budget()?;
@@ -177,6 +179,7 @@ impl Engine {
         self.store.commit(batch)?;
         self.counters = counters;
         self.dirty = false;
+        self.sinks_committed();
         if let Some(observer) = self.commit_observer.get() {
             observer(&CommitReport {
                 epoch,

@@ -61,6 +61,7 @@ impl Engine {
         if messages.is_empty() {
             return Ok(());
         }
+        self.take_for_sinks(upstream, &messages);
         let readers: Vec<String> = self
             .views
             .values()

@@ -10,8 +10,8 @@
 //! Here: the [`EngineHandle`] the server holds and the commands it sends. The engine thread
 //! itself: [`run_loop`] (start, loop, commands), [`data_flow`] (rows into tables and through
 //! views), [`commit`] (the epoch's one write, then acknowledgements), [`stats_publish`]; and
-//! per kind of object: [`catalog`], [`sources`], [`indexes`], [`plain_views`], with
-//! [`view_failure`] for a view that failed alone.
+//! per kind of object: [`catalog`], [`sources`], [`sinks`] (with [`backpressure`]),
+//! [`indexes`], [`plain_views`], with [`view_failure`] for a view that failed alone.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -31,6 +31,7 @@ use crate::graph::Graph;
 use crate::state_table::{StateCache, StateContext};
 use crate::stats::{CommitObserver, CommitReport, EngineStats, TableStats, ViewStats};
 use crate::table::TableRuntime;
+mod backpressure;
 mod catalog;
 mod commit;
 mod data_flow;
@@ -38,11 +39,13 @@ mod indexes;
 mod panic_note;
 mod plain_views;
 mod run_loop;
+mod sinks;
 mod sources;
 mod stats_publish;
 mod unrestored;
 mod view_failure;
 
+pub use sinks::SinkMeta;
 pub use sources::StoredDeadLetter;
 pub use view_failure::StateBudget;
 
@@ -60,6 +63,8 @@ pub enum Restore {
     View(StreamPlan),
     /// A plain view: only its catalog entry (the server plans its query).
     PlainView,
+    /// A sink, checked against its input by the server.
+    Sink(crate::sink::SinkSpec),
     /// An index of `relation` on these columns, including those.
     Index {
         relation: String,
@@ -93,6 +98,12 @@ enum Command {
         sql: String,
         plan: StreamPlan,
         reply: Reply<TableId>,
+    },
+    CreateSink {
+        spec: crate::sink::SinkSpec,
+        meta: SinkMeta,
+        sql: String,
+        reply: Reply<()>,
     },
     Restore {
         entry: CatalogEntry,
@@ -263,6 +274,22 @@ impl EngineHandle {
             name,
             sql,
             plan,
+            reply,
+        })
+        .await
+    }
+
+    /// Creates a sink; `meta` from [`SinkMeta::prepare`] (which reaches its target).
+    pub async fn create_sink(
+        &self,
+        spec: crate::sink::SinkSpec,
+        meta: SinkMeta,
+        sql: String,
+    ) -> Result<()> {
+        self.request(|reply| Command::CreateSink {
+            spec,
+            meta,
+            sql,
             reply,
         })
         .await
@@ -453,6 +480,9 @@ struct Engine {
     /// Plain views' catalog entries.
     plain_views: BTreeMap<String, CatalogEntry>,
     indexes: BTreeMap<String, indexes::IndexRuntime>,
+    sinks: BTreeMap<String, sinks::SinkRuntime>,
+    /// What sinks whose logs passed their bounds hold back.
+    held: backpressure::HeldBack,
     /// Running connectors, by the table or view they feed.
     feeds: BTreeMap<String, Feed>,
     /// Writes of the current epoch that no operator owns (catalog changes, dropped ranges).

@@ -71,6 +71,13 @@ impl Engine {
                 readers.join(", ")
             )));
         }
+        let sinks = self.sinks_reading(old);
+        if !sinks.is_empty() {
+            return Err(ExecError::NotSupported(format!(
+                "cannot rename \"{old}\": sink {} reads it (drop the sink, rename, and create it again)",
+                sinks.join(", ")
+            )));
+        }
         let indexes = self.indexes_of(old);
         if !indexes.is_empty() {
             return Err(ExecError::NotSupported(format!(

@@ -15,6 +15,8 @@ impl Engine {
             sources: BTreeMap::new(),
             plain_views: BTreeMap::new(),
             indexes: BTreeMap::new(),
+            sinks: BTreeMap::new(),
+            held: Default::default(),
             feeds: BTreeMap::new(),
             epoch_writes: EpochBatch::default(),
             dirty: false,
@@ -57,10 +59,14 @@ impl Engine {
                     .saturating_sub(last_commit.elapsed())
                     .min(Duration::from_millis(200))
             };
-            // Wait for a command or a batch from any feed, whichever comes first.
+            // Wait for a command or a batch from any feed, whichever comes first; feeds a full
+            // sink log holds back are left waiting.
+            self.update_held_back();
+            self.run_waiting();
             let feeds: Vec<(String, Receiver<SourceEvent>)> = self
                 .feeds
                 .iter()
+                .filter(|(name, _)| !self.held.feeds.contains(*name))
                 .map(|(name, feed)| (name.clone(), feed.events.clone()))
                 .collect();
             let mut select = Select::new();
@@ -119,7 +125,7 @@ impl Engine {
                 .any(|v| v.graph.is_some() && v.plan.uses_wall_clock());
             if !self.acks.is_empty()
                 || building
-                || ((self.dirty || clocked) && due)
+                || ((self.dirty || clocked || self.sinks_need_commit()) && due)
                 || stop.is_some()
             {
                 self.guarded(|engine| engine.commit_and_ack());
@@ -156,6 +162,11 @@ impl Engine {
             command.fail(error);
             return;
         }
+        if self.must_wait(&command) {
+            // A change reaching a sink whose log is full waits, in order with the others.
+            self.held.waiting.push_back(command);
+            return;
+        }
         match command {
             Command::CreateTable {
                 def,
@@ -177,6 +188,15 @@ impl Engine {
                 reply,
             } => {
                 let result = self.create_view(name, sql, plan);
+                self.ack_after_commit(reply, result);
+            }
+            Command::CreateSink {
+                spec,
+                meta,
+                sql,
+                reply,
+            } => {
+                let result = self.create_sink(spec, meta, sql);
                 self.ack_after_commit(reply, result);
             }
             Command::Restore {

@@ -253,7 +253,13 @@ impl Engine {
     pub(super) fn tick_feeds(&mut self) {
         let names: Vec<String> = self.feeds.keys().cloned().collect();
         for name in names {
+            let held = self.held.feeds.contains(&name);
             let changed = match self.feeds.get_mut(&name) {
+                // A held feed's splits are quiet because Eddy does not read them: not idle.
+                Some(feed) if held => {
+                    feed.tick();
+                    continue;
+                }
                 Some(feed) => {
                     feed.tick();
                     feed.update_idle()

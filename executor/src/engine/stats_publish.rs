@@ -70,6 +70,7 @@ impl Engine {
                 })
                 .collect(),
             progress: self.source_progress(),
+            sinks: self.sink_stats(),
             store: self.store.stats(),
             state_cache: self.state_cache.stats(),
         };

@@ -25,6 +25,7 @@ impl Command {
             | Command::CreateView { reply, .. }
             | Command::CreateIndex { reply, .. } => drop(reply.send(Err(error))),
             Command::CreateSource { reply, .. }
+            | Command::CreateSink { reply, .. }
             | Command::Restore { reply, .. }
             | Command::Drop { reply, .. }
             | Command::PutPlainView { reply, .. }

@@ -14,11 +14,14 @@ use crate::parse_budget::{BudgetedDialect, ParseBudget};
 use crate::temporal_joins::rewrite_temporal_joins;
 use crate::{PlanError, Result};
 
+mod create_sink;
 mod create_source;
 #[cfg(test)]
 mod tests;
 mod tokens;
 
+pub use create_sink::SinkDef;
+use create_sink::*;
 use create_source::*;
 pub(crate) use tokens::matching_paren;
 use tokens::*;
@@ -78,7 +81,15 @@ pub enum EddyStatement {
         names: Vec<String>,
         if_exists: bool,
     },
-    /// `EXPLAIN CREATE MATERIALIZED VIEW ...`: the streaming plan, nothing created.
+    /// `CREATE SINK name FROM relation WITH (...) FORMAT ... ENCODE ...`.
+    CreateSink(Box<SinkDef>),
+    /// `DROP SINK [IF EXISTS] a, b`.
+    DropSink {
+        names: Vec<String>,
+        if_exists: bool,
+    },
+    /// `EXPLAIN CREATE MATERIALIZED VIEW ...` or `EXPLAIN CREATE SINK ...`: the streaming
+    /// plan, nothing created.
     ExplainView(Box<EddyStatement>),
     Flush,
     /// `REFRESH MATERIALIZED VIEW name`: a view is always current; this waits for it as FLUSH.
@@ -89,6 +100,7 @@ pub enum EddyStatement {
     ShowTables,
     ShowMaterializedViews,
     ShowSources,
+    ShowSinks,
     /// `FETCH` or `MOVE` on a cursor.
     Fetch(crate::cursor_statement::FetchStatement),
     /// Anything else: handed to DataFusion (queries, DML, SET, SHOW, EXPLAIN, ...).
@@ -242,13 +254,18 @@ fn parse_one(mut tokens: Vec<Token>, budget: &ParseBudget) -> Result<EddyStateme
     if only(&["SHOW", "SOURCES"]) {
         return Ok(EddyStatement::ShowSources);
     }
+    if only(&["SHOW", "SINKS"]) {
+        return Ok(EddyStatement::ShowSinks);
+    }
     if starts_with(&w, &["FETCH"]) || starts_with(&w, &["MOVE"]) {
         let significant: Vec<Token> = tokens.into_iter().filter(|t| !is_trivia(t)).collect();
         return Ok(EddyStatement::Fetch(crate::cursor_statement::parse_fetch(
             &significant,
         )?));
     }
-    if starts_with(&w, &["EXPLAIN", "CREATE", "MATERIALIZED", "VIEW"]) {
+    if starts_with(&w, &["EXPLAIN", "CREATE", "MATERIALIZED", "VIEW"])
+        || starts_with(&w, &["EXPLAIN", "CREATE", "SINK"])
+    {
         let view = parse_one(tokens.split_off(w[1].0), budget)?;
         return Ok(EddyStatement::ExplainView(Box::new(view)));
     }
@@ -264,35 +281,19 @@ fn parse_one(mut tokens: Vec<Token>, budget: &ParseBudget) -> Result<EddyStateme
             return Ok(EddyStatement::AddPrimaryKey(key));
         }
     }
-    if starts_with(&w, &["DROP", "SOURCE"]) {
+    if starts_with(&w, &["DROP", "SOURCE"]) || starts_with(&w, &["DROP", "SINK"]) {
         let if_exists = starts_with(&w[2..], &["IF", "EXISTS"]);
         let rest = &w[if if_exists { 4 } else { 2 }..];
-        // `a, public.b`: names split at commas, each resolved from its dotted parts.
-        let mut names = Vec::new();
-        let mut parts = Vec::new();
-        for (i, word) in rest
-            .iter()
-            .chain(std::iter::once(&(usize::MAX, ",".to_string())))
-        {
-            match (word.as_str(), tokens.get(*i)) {
-                (",", _) => {
-                    if !parts.is_empty() {
-                        names.push(crate::names::resolve_parts(&std::mem::take(&mut parts))?);
-                    }
-                }
-                (".", _) => {}
-                (_, Some(Token::Word(word))) if word.quote_style.is_some() => {
-                    parts.push(word.value.clone())
-                }
-                (_, Some(Token::Word(word))) => parts.push(word.value.to_lowercase()),
-                (_, Some(other)) => parts.push(other.to_string()),
-                (_, None) => {}
-            }
-        }
-        if names.is_empty() {
-            return Err(PlanError::Syntax("DROP SOURCE needs a name".into()));
-        }
-        return Ok(EddyStatement::DropSource { names, if_exists });
+        let sink = w[1].1 == "SINK";
+        let what = if sink { "DROP SINK" } else { "DROP SOURCE" };
+        let names = name_list(&tokens, rest, what)?;
+        return Ok(match sink {
+            true => EddyStatement::DropSink { names, if_exists },
+            false => EddyStatement::DropSource { names, if_exists },
+        });
+    }
+    if starts_with(&w, &["CREATE", "SINK"]) {
+        return parse_create_sink(&tokens);
     }
     if starts_with(&w, &["CREATE", "SOURCE"]) {
         return parse_create_source(tokens, &w, false, budget);

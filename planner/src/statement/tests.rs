@@ -141,3 +141,64 @@ fn bad_sql_is_a_syntax_error() {
         Err(PlanError::Syntax(_))
     ));
 }
+
+#[test]
+fn create_sink_in_risingwave_form() {
+    let parsed = parse_statements(
+        "CREATE SINK IF NOT EXISTS public.s FROM \"My View\" WITH (connector = 'kafka', topic = 't', \
+         properties.bootstrap.server = 'h:9092', primary_key = 'a,b') FORMAT upsert ENCODE json (force_append_only = 'true')",
+    )
+    .unwrap();
+    let EddyStatement::CreateSink(def) = &parsed[0].statement else {
+        panic!("not a sink: {:?}", parsed[0]);
+    };
+    assert_eq!(def.name, "s");
+    assert!(def.if_not_exists);
+    assert_eq!(def.from, "My View");
+    assert_eq!(def.format, "UPSERT");
+    assert_eq!(def.encode, "JSON");
+    assert_eq!(def.options["properties.bootstrap.server"], "h:9092");
+    assert_eq!(def.options["primary_key"], "a,b");
+    assert_eq!(def.encode_options["force_append_only"], "true");
+
+    let parsed = parse_statements("EXPLAIN CREATE SINK s FROM v WITH (connector = 'file', path = 'd') FORMAT PLAIN ENCODE PARQUET").unwrap();
+    assert!(matches!(
+        &parsed[0].statement,
+        EddyStatement::ExplainView(inner) if matches!(inner.as_ref(), EddyStatement::CreateSink(_))
+    ));
+}
+
+#[test]
+fn create_sink_mistakes_are_named() {
+    for (sql, expected) in [
+        ("CREATE SINK s WITH (connector = 'kafka')", "expected FROM"),
+        ("CREATE SINK s FROM v FORMAT PLAIN ENCODE JSON", "connector"),
+        (
+            "CREATE SINK s FROM v WITH (connector = 'kafka')",
+            "needs FORMAT",
+        ),
+        (
+            "CREATE SINK s FROM v WITH (connector = 'kafka') FORMAT PLAIN",
+            "ENCODE",
+        ),
+        ("CREATE SINK s AS SELECT 1", "materialized view"),
+        (
+            "CREATE SINK s FROM v WITH (connector = 'kafka') FORMAT PLAIN ENCODE JSON garbage",
+            "unexpected",
+        ),
+    ] {
+        let error = parse_statements(sql).unwrap_err().to_string();
+        assert!(error.contains(expected), "{sql}: {error}");
+    }
+}
+
+#[test]
+fn drop_and_show_sinks() {
+    let parsed = parse_statements("DROP SINK IF EXISTS a, public.b; SHOW SINKS").unwrap();
+    let EddyStatement::DropSink { names, if_exists } = &parsed[0].statement else {
+        panic!("not a drop sink: {:?}", parsed[0]);
+    };
+    assert_eq!(names, &["a", "b"]);
+    assert!(if_exists);
+    assert!(matches!(parsed[1].statement, EddyStatement::ShowSinks));
+}

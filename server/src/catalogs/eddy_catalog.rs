@@ -24,6 +24,8 @@ const TABLES: &[&str] = &[
     "late_rows",
     "materialized_views",
     "restore",
+    "sink_errors",
+    "sinks",
     "source_errors",
     "source_progress",
     "sources",
@@ -431,23 +433,23 @@ fn delays(watermarks: impl Iterator<Item = Option<i64>>) -> ArrayRef {
     ))
 }
 
-fn strings(values: impl Iterator<Item = String>) -> ArrayRef {
+pub(crate) fn strings(values: impl Iterator<Item = String>) -> ArrayRef {
     Arc::new(StringArray::from(values.collect::<Vec<_>>()))
 }
 
-fn nullable_strings(values: impl Iterator<Item = Option<String>>) -> ArrayRef {
+pub(crate) fn nullable_strings(values: impl Iterator<Item = Option<String>>) -> ArrayRef {
     Arc::new(StringArray::from(values.collect::<Vec<_>>()))
 }
 
-fn ints(values: impl Iterator<Item = Option<i64>>) -> ArrayRef {
+pub(crate) fn ints(values: impl Iterator<Item = Option<i64>>) -> ArrayRef {
     Arc::new(Int64Array::from(values.collect::<Vec<_>>()))
 }
 
-fn timestamps(values: impl Iterator<Item = Option<i64>>) -> ArrayRef {
+pub(crate) fn timestamps(values: impl Iterator<Item = Option<i64>>) -> ArrayRef {
     Arc::new(TimestampMicrosecondArray::from(values.collect::<Vec<_>>()))
 }
 
-fn batch(columns: Vec<(&str, ArrayRef)>) -> Result<RecordBatch> {
+pub(crate) fn batch(columns: Vec<(&str, ArrayRef)>) -> Result<RecordBatch> {
     let fields: Vec<Field> = columns
         .iter()
         .map(|(name, array)| {
@@ -482,6 +484,8 @@ impl SchemaProvider for SystemSchema {
             "source_errors" => self.source_errors()?,
             "restore" => restore_table()?,
             "view_errors" => self.view_errors()?,
+            "sinks" => crate::catalogs::sink_tables::sinks(&self.engine)?,
+            "sink_errors" => crate::catalogs::sink_tables::sink_errors(&self.store)?,
             _ => return Ok(None),
         };
         Ok(Some(Arc::new(MemTable::try_new(

@@ -83,7 +83,7 @@ impl InformationSchema {
         match self.object(schema, name) {
             Some(Object::Table(_)) => "BASE TABLE",
             Some(Object::View(_) | Object::PlainView(_)) => "VIEW",
-            Some(Object::Source(_)) => "FOREIGN",
+            Some(Object::Source(_) | Object::Sink) => "FOREIGN",
             None => match table.table_type() {
                 TableType::Base => "BASE TABLE",
                 TableType::View => "VIEW",

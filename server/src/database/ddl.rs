@@ -16,6 +16,7 @@ fn describe(object: &Object) -> (ObjectKind, &'static str) {
         Object::View(_) => (ObjectKind::MaterializedView, "materialized view"),
         Object::Source(_) => (ObjectKind::Source, "source"),
         Object::PlainView(_) => (ObjectKind::View, "view"),
+        Object::Sink => (ObjectKind::Sink, "sink"),
     }
 }
 
@@ -202,6 +203,7 @@ impl Database {
                     ObjectKind::Source => "DROP SOURCE",
                     ObjectKind::View => "DROP VIEW",
                     ObjectKind::Index => "DROP INDEX",
+                    ObjectKind::Sink => "DROP SINK",
                 };
                 return Err(ServerError::new(
                     "42809",

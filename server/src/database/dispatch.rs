@@ -88,7 +88,15 @@ impl Database {
             EddyStatement::AlterOwner(owner) => self.alter_owner(owner),
             EddyStatement::AddPrimaryKey(key) => self.add_primary_key(key).await,
             EddyStatement::CreateIndex(create) => self.create_index(create, &parsed.sql).await,
-            EddyStatement::ExplainView(view) => self.explain_view(view).await,
+            EddyStatement::ExplainView(statement) => match statement.as_ref() {
+                EddyStatement::CreateSink(def) => self.explain_sink(def),
+                view => self.explain_view(view).await,
+            },
+            EddyStatement::CreateSink(def) => self.create_sink(def, &parsed.sql).await,
+            EddyStatement::DropSink { names, if_exists } => {
+                self.drop_sinks(names, *if_exists).await
+            }
+            EddyStatement::ShowSinks => Ok(self.show(|o| matches!(o, Object::Sink))),
             EddyStatement::Flush => {
                 self.engine.flush().await?;
                 Ok(Outcome::command("FLUSH"))

@@ -29,6 +29,13 @@ impl Database {
                     table.table()
                 ),
             )),
+            Some(Object::Sink) => Err(ServerError::new(
+                "42809",
+                format!(
+                    "cannot write to sink \"{}\": it writes the changes of the relation it reads",
+                    table.table()
+                ),
+            )),
             None => Err(ServerError::new(
                 "42P01",
                 format!("table \"{}\" does not exist", table.table()),

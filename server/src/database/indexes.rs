@@ -116,6 +116,15 @@ impl Database {
                     create.relation
                 )))
             }
+            Some(Object::Sink) => {
+                return Err(ServerError::new(
+                    "42809",
+                    format!(
+                        "cannot create index on sink \"{}\": a sink keeps no rows",
+                        create.relation
+                    ),
+                ))
+            }
             Some(Object::PlainView(_)) => {
                 return Err(ServerError::new(
                     "42809",
@@ -155,7 +164,10 @@ impl Database {
     }
 
     /// The schema a view's rows are stored with.
-    fn stored_schema(&self, relation: &str) -> Result<datafusion::arrow::datatypes::SchemaRef> {
+    pub(crate) fn stored_schema(
+        &self,
+        relation: &str,
+    ) -> Result<datafusion::arrow::datatypes::SchemaRef> {
         let providers = self.window_tables.read().unwrap_or_else(|e| e.into_inner());
         providers
             .get(relation)

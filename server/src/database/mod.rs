@@ -1,4 +1,4 @@
-//! The database: its objects (tables, views, sources, indexes) and statement dispatch —
+//! The database: its objects (tables, views, sources, sinks, indexes) and statement dispatch —
 //! catalog changes go to the engine, queries to DataFusion.
 
 pub(crate) mod add_primary_key;
@@ -11,6 +11,7 @@ pub(crate) mod dml_exprs;
 pub(crate) mod indexes;
 pub(crate) mod plain_views;
 pub(crate) mod queries;
+pub(crate) mod sinks;
 pub(crate) mod sources;
 pub(crate) mod views;
 
@@ -92,6 +93,8 @@ pub(crate) enum Object {
     Source(TableDef),
     /// A plain view (`CREATE VIEW`).
     PlainView(crate::database::plain_views::PlainView),
+    /// A sink: listed as a foreign table (with its input's columns), with no rows to read.
+    Sink,
 }
 
 pub struct Database {
@@ -223,6 +226,10 @@ impl Database {
             EddyStatement::CreateSource(mut def) => {
                 def.name = name;
                 self.restore_source(entry, &def).await?
+            }
+            EddyStatement::CreateSink(mut def) => {
+                def.name = name;
+                self.restore_sink(entry, &def).await?
             }
             _ => {
                 return Err(ServerError::internal(format!(

@@ -255,7 +255,7 @@ impl StreamCatalog for Database {
                 processing_time: def.processing_time.clone(),
             }),
             Some(Object::View(info)) => Some(info.clone()),
-            Some(Object::PlainView(_)) | None => None,
+            Some(Object::PlainView(_) | Object::Sink) | None => None,
         }
     }
 }

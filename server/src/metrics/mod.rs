@@ -2,6 +2,8 @@
 //!
 //! - [`engine`]: sources, tables, views and joins, read at each scrape from the same figures
 //!   `eddy_catalog` shows (nothing is computed twice).
+//! - [`sinks`]: what each sink's log holds not yet delivered, what it sent and what its
+//!   target refused, read live from its sender.
 //! - [`commits`]: each epoch commit's duration and bytes, as the engine reports them.
 //! - [`restore`]: how long this start took to restore the data directory.
 //! - [`logins`]: failed logins, by reason.
@@ -14,6 +16,7 @@ pub mod http;
 pub(crate) mod logins;
 pub mod queries;
 pub(crate) mod restore;
+pub(crate) mod sinks;
 
 use eddy_executor::EngineHandle;
 use prometheus::Registry;
@@ -22,6 +25,7 @@ use prometheus::Registry;
 pub fn registry(engine: &EngineHandle) -> prometheus::Result<Registry> {
     let registry = Registry::new();
     registry.register(Box::new(engine::EngineCollector::new(engine.clone())?))?;
+    registry.register(Box::new(sinks::SinkCollector::new(engine.clone())?))?;
     let commits = commits::CommitMetrics::new()?;
     commits.register(&registry)?;
     engine.observe_commits(commits.observer());

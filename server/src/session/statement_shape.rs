@@ -42,7 +42,8 @@ impl StatementShapes {
             EddyStatement::Sql(statement) => statement,
             EddyStatement::ShowTables
             | EddyStatement::ShowMaterializedViews
-            | EddyStatement::ShowSources => {
+            | EddyStatement::ShowSources
+            | EddyStatement::ShowSinks => {
                 let schema = Schema::new(vec![datafusion::arrow::datatypes::Field::new(
                     "Name",
                     DataType::Utf8,

@@ -447,7 +447,7 @@ fn fix_relkind(
         let name = names.value(i);
         let kind = match objects.get(name) {
             Some(Object::View(_)) if schema == SCHEMA => "m",
-            Some(Object::Source(_)) if schema == SCHEMA => "f",
+            Some(Object::Source(_) | Object::Sink) if schema == SCHEMA => "f",
             _ => kinds.value(i),
         };
         fixed.push(kind);

@@ -1,4 +1,4 @@
-//! Sources as Postgres' foreign tables: `pg_foreign_table` has a row for each source (psql's
+//! Sources and sinks as Postgres' foreign tables: `pg_foreign_table` has a row for each (psql's
 //! `\d` of one needs it), `pg_foreign_server` one server per connector (`Server: nexmark`).
 
 use std::collections::BTreeMap;
@@ -14,7 +14,8 @@ use crate::database::{Database, Object, SCHEMA};
 /// The first OID given to a connector's server.
 const FIRST_SERVER_OID: i32 = 91_000;
 
-/// Each source with a `pg_class` OID: (its OID, its connector), and the connectors' servers.
+/// Each source and sink with a `pg_class` OID: (its OID, its connector), and the connectors'
+/// servers.
 fn sources(
     db: &Weak<Database>,
     oids: &RelationOids,
@@ -22,12 +23,12 @@ fn sources(
     let Some(db) = db.upgrade() else {
         return (vec![], BTreeMap::new());
     };
-    let connectors: BTreeMap<String, String> = db
-        .engine()
-        .stats()
+    let stats = db.engine().stats();
+    let connectors: BTreeMap<String, String> = stats
         .sources
         .into_iter()
         .map(|s| (s.name, s.connector))
+        .chain(stats.sinks.into_iter().map(|s| (s.name, s.connector)))
         .collect();
     let mut servers = BTreeMap::new();
     for connector in connectors.values() {
@@ -39,7 +40,7 @@ fn sources(
         .unwrap_or_else(|e| e.into_inner())
         .iter()
         .filter(|(_, (schema, name))| {
-            schema == SCHEMA && matches!(db.object(name), Some(Object::Source(_)))
+            schema == SCHEMA && matches!(db.object(name), Some(Object::Source(_) | Object::Sink))
         })
         .filter_map(|(oid, (_, name))| Some((*oid, connectors.get(name)?.clone())))
         .collect();
