@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use eddy_sqllogictest::kafka::{unique_topic, KafkaBroker};
+use eddy_sqllogictest::kafka::{unique_topic, KafkaBroker, Record};
 use eddy_sqllogictest::EddyProcess;
 
 use crate::support::{ids, wait_delivered, DELIVERY_TIMEOUT};
@@ -254,4 +254,105 @@ async fn a_full_sink_log_holds_its_input_back_and_says_why() {
     wait_delivered(&client, "out").await;
     let expected: Vec<i64> = (1..=210).collect();
     assert_exactly_once(&ids(&broker.read_all(&topic).unwrap()), &expected, &[]);
+}
+
+#[tokio::test]
+async fn a_full_sink_log_pauses_the_kafka_source_feeding_it() {
+    // The source's topic on the shared broker, the sink's on a private one that goes away.
+    let source_broker = KafkaBroker::from_env().expect("the test script starts a broker");
+    let mut sink_broker = KafkaBroker::start_own().await.expect("a private broker");
+    let (source_topic, sink_topic) = (unique_topic("held_source"), unique_topic("held_sink"));
+    source_broker.create_topic(&source_topic, 1).await.unwrap();
+    sink_broker.create_topic(&sink_topic, 1).await.unwrap();
+    let eddy = EddyProcess::start_fresh().await.unwrap();
+    let (client, _driver) = eddy.connect().await.unwrap();
+    client
+        .batch_execute(&format!(
+            "CREATE SOURCE events (id BIGINT, pad VARCHAR)
+               WITH (connector = 'kafka', topic = '{source_topic}', properties.bootstrap.server = '{}')
+               FORMAT PLAIN ENCODE JSON;
+             CREATE MATERIALIZED VIEW kept AS SELECT id, pad FROM events;
+             CREATE SINK out FROM kept WITH (connector = 'kafka', topic = '{sink_topic}',
+               properties.bootstrap.server = '{}', sink.log.max.bytes = '20000',
+               properties.reconnect.backoff.max.ms = '200')
+             FORMAT PLAIN ENCODE JSON;",
+            source_broker.bootstrap(),
+            sink_broker.bootstrap()
+        ))
+        .await
+        .unwrap();
+    sink_broker.stop().await.unwrap();
+    // In waves: the bound holds the input back from the first epoch past it (one epoch's
+    // changes may pass it).
+    for wave in 0..20 {
+        let records: Vec<Record> = (wave * 100 + 1..=wave * 100 + 100)
+            .map(|i| Record::payload(format!(r#"{{"id": {i}, "pad": "{}"}}"#, "p".repeat(200))))
+            .collect();
+        source_broker
+            .produce_batch(&source_topic, &records)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The view stops taking the source's messages once the sink's log is full.
+    let mut last = -1;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let row = client
+            .query_one(
+                "SELECT committed_offset FROM eddy_catalog.source_progress WHERE source = 'events'",
+                &[],
+            )
+            .await
+            .unwrap();
+        let offset: i64 = row.get(0);
+        if offset == last && offset < 2000 {
+            break;
+        }
+        assert!(
+            offset < 2000,
+            "the source was read to its end while the sink was full"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the source kept moving: {offset}"
+        );
+        last = offset;
+    }
+    let state: String = client
+        .query_one(
+            "SELECT state FROM eddy_catalog.sinks WHERE name = 'out'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(state, "backpressured");
+
+    sink_broker.start().await.unwrap();
+    let deadline = Instant::now() + DELIVERY_TIMEOUT;
+    loop {
+        let n: i64 = client
+            .query_one("SELECT count(*) FROM kept", &[])
+            .await
+            .unwrap()
+            .get(0);
+        if n == 2000 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the source did not resume: {n} rows"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    client.batch_execute("FLUSH").await.unwrap();
+    wait_delivered(&client, "out").await;
+    let expected: Vec<i64> = (1..=2000).collect();
+    assert_exactly_once(
+        &ids(&sink_broker.read_all(&sink_topic).unwrap()),
+        &expected,
+        &[],
+    );
 }
