@@ -10,6 +10,7 @@ use eddy_storage::{CatalogEntry, EpochBatch, KeyRange, ObjectKind, TableId};
 use serde::{Deserialize, Serialize};
 
 use super::Engine;
+use crate::sink::file::{self, FileSenderSetup, FileTarget};
 use crate::sink::kafka::sender::{self, SenderSetup};
 use crate::sink::kafka::KafkaTarget;
 use crate::sink::log::{self, LoggedEpoch, Position};
@@ -30,8 +31,13 @@ impl SinkMeta {
     /// Reaches the sink's target: the topic must exist. Blocking (network): not for the
     /// engine thread.
     pub fn prepare(spec: &SinkSpec) -> Result<Self> {
-        let target = KafkaTarget::new(spec)?;
-        let partitions = target.partitions()?;
+        let partitions = match spec.connector.as_str() {
+            "file" => {
+                FileTarget::new(spec)?.prepare()?;
+                0
+            }
+            _ => KafkaTarget::new(spec)?.partitions()?,
+        };
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -191,17 +197,26 @@ impl Engine {
                 Some((epoch, seq))
             })
             .collect();
-        let setup = SenderSetup {
-            sink: spec.name.clone(),
-            sink_id: meta.id.clone(),
-            target: KafkaTarget::new(&spec)?,
-            partitions: meta.partitions,
-            store: self.store.clone(),
-            log_table,
-            shared: shared.clone(),
-            refused,
+        let started = match spec.connector.as_str() {
+            "file" => file::spawn(FileSenderSetup {
+                sink: spec.name.clone(),
+                target: FileTarget::new(&spec)?,
+                store: self.store.clone(),
+                log_table,
+                shared: shared.clone(),
+            }),
+            _ => sender::spawn(SenderSetup {
+                sink: spec.name.clone(),
+                sink_id: meta.id.clone(),
+                target: KafkaTarget::new(&spec)?,
+                partitions: meta.partitions,
+                store: self.store.clone(),
+                log_table,
+                shared: shared.clone(),
+                refused,
+            }),
         };
-        let sender = sender::spawn(setup).map_err(|e| {
+        let sender = started.map_err(|e| {
             ExecError::Internal(format!(
                 "starting the sender of sink \"{}\": {e}",
                 spec.name
@@ -315,7 +330,7 @@ impl Engine {
                     input: sink.spec.input.clone(),
                     connector: sink.spec.connector.clone(),
                     format: sink.spec.format.name(),
-                    encode: "JSON",
+                    encode: sink.spec.encode.name(),
                     target: sink.spec.target(),
                     key: sink.spec.key_names(),
                     sql: sink.entry.sql.clone(),

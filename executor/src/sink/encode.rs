@@ -29,6 +29,8 @@ pub struct SinkMessage {
 #[derive(Debug, Clone)]
 pub struct SinkEncoder {
     format: SinkFormat,
+    /// Parquet files: each chunk's new rows as one message of Arrow IPC.
+    rows: bool,
     schema: SchemaRef,
     key_columns: Vec<usize>,
     sink: String,
@@ -46,6 +48,7 @@ impl SinkEncoder {
     pub fn new(spec: &SinkSpec) -> Self {
         Self {
             format: spec.format,
+            rows: spec.encode == crate::sink::SinkEncode::Parquet,
             schema: spec.schema.clone(),
             key_columns: spec.key_columns.clone(),
             sink: spec.name.clone(),
@@ -70,6 +73,9 @@ impl SinkEncoder {
                 chunk.visible_len(),
                 self.schema.fields().len()
             )));
+        }
+        if self.rows {
+            return self.encode_rows(chunk, out);
         }
         let columns = chunk.visible_columns();
         let fields = self.schema.fields();
@@ -174,6 +180,26 @@ impl SinkEncoder {
                 }
             }
             i += 1;
+        }
+        Ok(())
+    }
+}
+
+impl SinkEncoder {
+    /// The chunk's new rows (inserts, and updates' new rows) as one message of Arrow IPC.
+    fn encode_rows(&self, chunk: &StreamChunk, out: &mut Vec<SinkMessage>) -> Result<()> {
+        let keep: datafusion::arrow::array::BooleanArray =
+            chunk.ops.iter().map(|op| Some(op.is_insert())).collect();
+        let batch = datafusion::arrow::array::RecordBatch::try_new(
+            self.schema.clone(),
+            chunk.visible_columns().to_vec(),
+        )?;
+        let batch = datafusion::arrow::compute::filter_record_batch(&batch, &keep)?;
+        if batch.num_rows() > 0 {
+            out.push(SinkMessage {
+                key: None,
+                value: Some(crate::sink::file::encode_rows(&batch)?),
+            });
         }
         Ok(())
     }

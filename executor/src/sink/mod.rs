@@ -13,6 +13,7 @@
 //! - [`log`]: the sink log in the store: records, keys, the epochs it holds.
 //! - [`status`]: what the engine, the sender and the catalog share about a sink.
 //! - [`kafka`]: the Kafka sender (idempotent producer, resume from each partition's tail).
+//! - [`file`]: the file sender (Parquet or JSON lines, one file per range of epochs).
 
 use std::collections::BTreeMap;
 
@@ -22,6 +23,7 @@ use eddy_planner::statement::SinkDef;
 use crate::{ExecError, Result};
 
 pub mod encode;
+pub mod file;
 pub mod kafka;
 pub mod log;
 pub mod status;
@@ -59,6 +61,17 @@ impl SinkFormat {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SinkEncode {
     Json,
+    /// Parquet files (file sinks).
+    Parquet,
+}
+
+impl SinkEncode {
+    pub fn name(self) -> &'static str {
+        match self {
+            SinkEncode::Json => "JSON",
+            SinkEncode::Parquet => "PARQUET",
+        }
+    }
 }
 
 /// What the input of a sink is, as far as the sink cares.
@@ -77,7 +90,7 @@ pub struct SinkSpec {
     pub name: String,
     /// The table or materialized view it reads.
     pub input: String,
-    /// `kafka`.
+    /// `kafka` or `file`.
     pub connector: String,
     pub format: SinkFormat,
     pub encode: SinkEncode,
@@ -111,6 +124,7 @@ fn connector_options(connector: &str) -> Option<&'static [&'static str]> {
             "properties.bootstrap.server",
             "properties.bootstrap.servers",
         ]),
+        "file" => Some(&["path", "file.interval"]),
         _ => None,
     }
 }
@@ -121,7 +135,9 @@ impl SinkSpec {
     pub fn new(def: &SinkDef, input: &SinkInput) -> Result<Self> {
         let connector = def.options.get("connector").cloned().unwrap_or_default();
         let known = connector_options(&connector).ok_or_else(|| {
-            ExecError::NotSupported(format!("sink connector '{connector}' (supported: kafka)"))
+            ExecError::NotSupported(format!(
+                "sink connector '{connector}' (supported: kafka, file)"
+            ))
         })?;
         let mut options = def.options.clone();
         for (key, value) in &def.encode_options {
@@ -156,14 +172,26 @@ impl SinkSpec {
                 )))
             }
         };
-        let encode = match def.encode.as_str() {
-            "JSON" => SinkEncode::Json,
-            other => {
+        let encode = match (def.encode.as_str(), connector.as_str()) {
+            ("JSON", _) => SinkEncode::Json,
+            ("PARQUET", "file") => SinkEncode::Parquet,
+            (other, "file") => {
+                return Err(ExecError::NotSupported(format!(
+                    "ENCODE {other} for a file sink (supported: PARQUET, JSON)"
+                )))
+            }
+            (other, _) => {
                 return Err(ExecError::NotSupported(format!(
                     "ENCODE {other} for a {connector} sink (supported: JSON)"
                 )))
             }
         };
+        if connector == "file" && format != SinkFormat::Plain {
+            return Err(ExecError::NotSupported(format!(
+                "FORMAT {} for a file sink: files are written append-only (FORMAT PLAIN)",
+                format.name()
+            )));
+        }
         let flag = |key: &str, default: bool| -> Result<bool> {
             match options.get(key).map(|v| v.to_ascii_lowercase()) {
                 None => Ok(default),
@@ -226,7 +254,7 @@ impl SinkSpec {
         for field in input.schema.fields() {
             crate::formats::json::check_type(field)?;
         }
-        Ok(Self {
+        let spec = Self {
             name: def.name.clone(),
             input: def.from.clone(),
             connector,
@@ -238,7 +266,11 @@ impl SinkSpec {
             force_append_only,
             snapshot,
             log_max_bytes,
-        })
+        };
+        if spec.connector == "file" {
+            file::FileTarget::new(&spec)?;
+        }
+        Ok(spec)
     }
 
     pub fn option(&self, key: &str) -> Option<&str> {
@@ -261,6 +293,7 @@ impl SinkSpec {
                 self.option("topic").unwrap_or_default(),
                 kafka::bootstrap(self).unwrap_or_default()
             ),
+            "file" => format!("directory '{}'", self.option("path").unwrap_or_default()),
             other => other.to_string(),
         }
     }

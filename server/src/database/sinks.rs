@@ -157,11 +157,12 @@ impl Database {
         };
         let lines = vec![
             format!(
-                "Sink {} ({} {}, FORMAT {} ENCODE JSON)",
+                "Sink {} ({} {}, FORMAT {} ENCODE {})",
                 spec.name,
                 spec.connector,
                 spec.target(),
-                spec.format.name()
+                spec.format.name(),
+                spec.encode.name()
             ),
             format!(
                 "  message key: {key}; {}; snapshot: {}; log bound: {} bytes",
