@@ -2,8 +2,9 @@
 //! in the epoch's own write; the epochs its sender delivered are trimmed; the messages its
 //! target refused go to the error table.
 
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::thread::JoinHandle;
 
 use eddy_storage::keys::SINK_ERRORS_TABLE;
 use eddy_storage::{CatalogEntry, EpochBatch, KeyRange, ObjectKind, TableId};
@@ -62,7 +63,7 @@ pub(super) struct SinkRuntime {
     /// The epoch written into the log in the commit under way.
     logging: Option<LoggedEpoch>,
     pub(super) shared: Arc<SinkShared>,
-    sender: Option<std::thread::JoinHandle<()>>,
+    sender: Option<JoinHandle<()>>,
 }
 
 impl SinkRuntime {
@@ -73,13 +74,24 @@ impl SinkRuntime {
 
 impl Drop for SinkRuntime {
     fn drop(&mut self) {
-        // The sender lets what it has in flight land first (a few seconds at most), so that
-        // the sender that replaces it finds it in the partitions' tails.
+        // The sender lets what it has in flight land first (a few seconds at most); the engine
+        // does not wait for it: a sender that replaces it (a reload) waits instead, so that
+        // it finds all of it in the partitions' tails.
         self.shared.stop();
         if let Some(sender) = self.sender.take() {
-            let _ = sender.join();
+            let mut retiring = retiring();
+            retiring.retain(|_, sender| !sender.is_finished());
+            retiring.insert(self.entry.table_ids[0], sender);
         }
     }
+}
+
+/// Senders stopping, by their sink's log table: the next sender of the sink waits for its
+/// predecessor before it starts.
+static RETIRING: LazyLock<Mutex<HashMap<TableId, JoinHandle<()>>>> = LazyLock::new(Mutex::default);
+
+fn retiring() -> std::sync::MutexGuard<'static, HashMap<TableId, JoinHandle<()>>> {
+    RETIRING.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The key of a refused message in the error table: the sink's log table, then its position.
@@ -197,25 +209,41 @@ impl Engine {
                 Some((epoch, seq))
             })
             .collect();
-        let started = match spec.connector.as_str() {
-            "file" => file::spawn(FileSenderSetup {
-                sink: spec.name.clone(),
-                target: FileTarget::new(&spec)?,
-                store: self.store.clone(),
-                log_table,
-                shared: shared.clone(),
-            }),
-            _ => sender::spawn(SenderSetup {
-                sink: spec.name.clone(),
-                sink_id: meta.id.clone(),
-                target: KafkaTarget::new(&spec)?,
-                partitions: meta.partitions,
-                store: self.store.clone(),
-                log_table,
-                shared: shared.clone(),
-                refused,
-            }),
+        let run: Box<dyn FnOnce() + Send> = match spec.connector.as_str() {
+            "file" => {
+                let setup = FileSenderSetup {
+                    sink: spec.name.clone(),
+                    target: FileTarget::new(&spec)?,
+                    store: self.store.clone(),
+                    log_table,
+                    shared: shared.clone(),
+                };
+                Box::new(move || file::run(setup))
+            }
+            _ => {
+                let setup = SenderSetup {
+                    sink: spec.name.clone(),
+                    sink_id: meta.id.clone(),
+                    target: KafkaTarget::new(&spec)?,
+                    partitions: meta.partitions,
+                    store: self.store.clone(),
+                    log_table,
+                    shared: shared.clone(),
+                    refused,
+                };
+                Box::new(move || sender::run(setup))
+            }
         };
+        // The sink's previous sender (before a reload) finishes first.
+        let predecessor = retiring().remove(&log_table);
+        let started = std::thread::Builder::new()
+            .name(format!("eddy-sink-{}", spec.name))
+            .spawn(move || {
+                if let Some(predecessor) = predecessor {
+                    let _ = predecessor.join();
+                }
+                run()
+            });
         let sender = started.map_err(|e| {
             ExecError::Internal(format!(
                 "starting the sender of sink \"{}\": {e}",

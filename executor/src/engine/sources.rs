@@ -313,7 +313,14 @@ impl Engine {
                     watermark: watermark.map(|w| w.value),
                     idle: progress.idle,
                     finished: feed.finished,
-                    last_error: feed.last_error.clone(),
+                    // A feed held back by a full sink log says so (its lag is not refreshed).
+                    last_error: match self.held.feeds.contains(target) {
+                        true => Some(
+                            "not read: a sink downstream has a full log (see eddy_catalog.sinks)"
+                                .into(),
+                        ),
+                        false => feed.last_error.clone(),
+                    },
                     dead_letters: progress.dead_letters,
                 });
             }

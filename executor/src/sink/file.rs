@@ -178,13 +178,8 @@ pub struct FileSenderSetup {
     pub shared: Arc<SinkShared>,
 }
 
-pub fn spawn(setup: FileSenderSetup) -> std::io::Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name(format!("eddy-sink-{}", setup.sink))
-        .spawn(move || run(setup))
-}
-
-fn run(setup: FileSenderSetup) {
+/// The sender's loop (on a thread of its own), until the sink stops.
+pub fn run(setup: FileSenderSetup) {
     let shared = setup.shared.clone();
     let mut backoff = Duration::from_millis(250);
     while !shared.stopped() {

@@ -301,13 +301,18 @@ async fn a_full_sink_log_pauses_the_kafka_source_feeding_it() {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let row = client
             .query_one(
-                "SELECT committed_offset FROM eddy_catalog.source_progress WHERE source = 'events'",
+                "SELECT committed_offset, last_error FROM eddy_catalog.source_progress WHERE source = 'events'",
                 &[],
             )
             .await
             .unwrap();
         let offset: i64 = row.get(0);
         if offset == last && offset < 2000 {
+            let why: Option<String> = row.get(1);
+            assert!(
+                why.is_some_and(|w| w.contains("sink")),
+                "the reader does not say why"
+            );
             break;
         }
         assert!(

@@ -56,13 +56,6 @@ pub struct SenderSetup {
     pub refused: HashSet<Position>,
 }
 
-/// Starts the sender thread.
-pub fn spawn(setup: SenderSetup) -> std::io::Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name(format!("eddy-sink-{}", setup.sink))
-        .spawn(move || run(setup))
-}
-
 enum SessionEnd {
     /// Try again after a backoff, with a new producer.
     Retry(String),
@@ -70,7 +63,8 @@ enum SessionEnd {
     Fatal(String),
 }
 
-fn run(mut setup: SenderSetup) {
+/// The sender's loop (on a thread of its own), until the sink stops.
+pub fn run(mut setup: SenderSetup) {
     let mut backoff = BACKOFF_MIN;
     while !setup.shared.stopped() {
         let started = Instant::now();
