@@ -211,7 +211,11 @@ impl Planner<'_> {
                 let bounded = group_expr.iter().enumerate().find_map(|(group_index, e)| {
                     let Expr::Column(column) = e else { return None };
                     let index = input_schema.index_of_column(column).ok()?;
-                    let watermark = planned.node.watermark_on(index)?;
+                    let is_time = matches!(
+                        physical_input.field(index).data_type(),
+                        datafusion::arrow::datatypes::DataType::Timestamp(..)
+                    );
+                    let watermark = planned.node.watermark_on(index).filter(|_| is_time)?;
                     Some((WindowBound::Column { group_index }, watermark))
                 });
                 bounded.map(|(bound, watermark)| {
