@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Tansu Kafka-compatible broker that Eddy's Kafka tests run against
-# (see /work/shared/KAFKA-TESTING.md: no Apache Kafka, Redpanda or Docker can
-# be installed on these machines, only crates.io packages). A cold install takes
+# (no Apache Kafka, Redpanda or Docker can be installed where the tests run,
+# only crates.io packages). A cold install takes
 # about 12 minutes on 2 cores, so the binary lives outside the clone, in
 # $EDDY_TOOLS_DIR (default ~/.cache/eddy-tools), and is reused when present.
 #

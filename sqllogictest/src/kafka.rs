@@ -1,5 +1,5 @@
 //! A real Kafka-protocol broker for tests: Tansu (see `scripts/kafka-broker.sh`
-//! and `/work/shared/KAFKA-TESTING.md`), driven with `rdkafka`.
+//! and `scripts/install-kafka-broker.sh`), driven with `rdkafka`.
 //!
 //! Two ways to get a [`KafkaBroker`]:
 //!
@@ -44,6 +44,9 @@ use rdkafka::ClientConfig;
 use tempfile::TempDir;
 
 use crate::free_port;
+use own_broker::OwnBroker;
+
+mod own_broker;
 
 /// Environment variable with the bootstrap address of the shared test broker.
 pub const BOOTSTRAP_ENV: &str = "EDDY_KAFKA_BOOTSTRAP";
@@ -562,168 +565,6 @@ fn check_reachable(bootstrap: &str) -> Result<()> {
         Some(error) => anyhow!(error).context(format!("connecting to {first}")),
         None => anyhow!("{first} resolves to no address"),
     })
-}
-
-/// A tansu process this harness started.
-#[derive(Debug)]
-struct OwnBroker {
-    binary: PathBuf,
-    /// tansu's working directory: `tansu.db` (sqlite) and `broker.log`.
-    data_dir: PathBuf,
-    port: u16,
-    child: Option<Child>,
-    /// Removes `data_dir` when dropped.
-    _temp_dir: Option<TempDir>,
-}
-
-impl OwnBroker {
-    fn log_file(&self) -> PathBuf {
-        self.data_dir.join("broker.log")
-    }
-
-    fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
-    }
-
-    fn is_running(&mut self) -> bool {
-        matches!(self.child.as_mut().map(Child::try_wait), Some(Ok(None)))
-    }
-
-    /// How many times tansu has said it is ready, in its log (appended to
-    /// across restarts).
-    fn ready_lines(&self) -> usize {
-        std::fs::read_to_string(self.log_file())
-            .unwrap_or_default()
-            .lines()
-            .filter(|line| line.starts_with("ready in"))
-            .count()
-    }
-
-    async fn spawn_and_wait(&mut self) -> Result<()> {
-        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
-        // When its port is taken, tansu logs AddrInUse and exits (status 0!)
-        // a moment later; meanwhile the other process answers connections.
-        if TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok() {
-            bail!("cannot start tansu: port {} is in use", self.port);
-        }
-        let ready_before = self.ready_lines();
-        let log_path = self.log_file();
-        let mut log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .with_context(|| format!("opening {}", log_path.display()))?;
-        writeln!(
-            log,
-            "===== harness: start tansu on port {} =====",
-            self.port
-        )?;
-        let listener = format!("tcp://127.0.0.1:{}", self.port);
-        // sqlite://PATH is relative to the working directory (tansu mangles an
-        // absolute path), hence current_dir.
-        let child = Command::new(&self.binary)
-            .arg("broker")
-            .arg("--listener-url")
-            .arg(&listener)
-            .arg("--advertised-listener-url")
-            .arg(&listener)
-            .arg("--storage-engine")
-            .arg("sqlite://tansu.db")
-            .current_dir(&self.data_dir)
-            // A plain-text log, for people and for log_tail.
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("spawning {}", self.binary.display()))?;
-        self.child = Some(child);
-
-        let started = Instant::now();
-        loop {
-            if let Some(child) = self.child.as_mut() {
-                if let Some(status) = child.try_wait()? {
-                    self.child = None;
-                    bail!(
-                        "tansu exited during startup ({status}) on port {}\n{}",
-                        self.port,
-                        self.log_tail(30)
-                    );
-                }
-            }
-            // tansu prints "ready in Nms" once it has bound its port.
-            if self.ready_lines() > ready_before
-                && TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok()
-            {
-                return Ok(());
-            }
-            if started.elapsed() > START_TIMEOUT {
-                let _ = self.kill9();
-                bail!(
-                    "tansu did not accept connections on port {} within {START_TIMEOUT:?}\n{}",
-                    self.port,
-                    self.log_tail(30)
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    async fn terminate(&mut self) -> Result<()> {
-        let Some(mut child) = self.child.take() else {
-            bail!("tansu is not running");
-        };
-        // std offers SIGKILL only and unsafe code is forbidden: use kill(1).
-        let sent = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .context("running kill -TERM")?;
-        if !sent.success() && child.try_wait()?.is_none() {
-            bail!("kill -TERM {} failed: {sent}", child.id());
-        }
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        loop {
-            if child.try_wait()?.is_some() {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                child.wait()?;
-                bail!(
-                    "tansu did not exit within {STOP_TIMEOUT:?} of SIGTERM (killed it)\n{}",
-                    self.log_tail(30)
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    fn kill9(&mut self) -> Result<()> {
-        if let Some(mut child) = self.child.take() {
-            // Fails only when it already exited, which is fine.
-            let _ = child.kill();
-            child.wait().context("waiting for the killed tansu")?;
-        }
-        Ok(())
-    }
-
-    fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(self.log_file()).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        let tail = &all[all.len().saturating_sub(lines)..];
-        format!(
-            "--- last {} lines of {} ---\n{}",
-            tail.len(),
-            self.log_file().display(),
-            tail.join("\n")
-        )
-    }
-}
-
-impl Drop for OwnBroker {
-    fn drop(&mut self) {
-        let _ = self.kill9();
-    }
 }
 
 #[cfg(test)]
