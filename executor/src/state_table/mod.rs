@@ -348,17 +348,7 @@ impl<V: StateValue> KeyedStateTable<V> {
     /// is cached, a new empty one).
     fn cached(&mut self, key: &[u8]) -> Result<&mut Group<V>> {
         if self.whole && !self.groups.contains_key(key) {
-            let memory = ENTRY_OVERHEAD + key.len();
-            let group = Group {
-                rows: BTreeMap::new(),
-                last_used: self.tick,
-                memory,
-                marked: false,
-            };
-            self.cache.grow(memory);
-            self.stats.cache_bytes += memory as u64;
-            self.stats.cached_groups += 1;
-            self.groups.insert(key.into(), group);
+            self.cache_empty(key);
         }
         self.groups
             .get_mut(key)
@@ -367,6 +357,21 @@ impl<V: StateValue> KeyedStateTable<V> {
 
     /// Marks a row changed; `new` when it was not in the group before the change (a row
     /// already marked keeps what it was at the last barrier).
+    /// Caches group `key`, known to have no rows, empty.
+    fn cache_empty(&mut self, key: &[u8]) {
+        let memory = ENTRY_OVERHEAD + key.len();
+        let group = Group {
+            rows: BTreeMap::new(),
+            last_used: self.tick,
+            memory,
+            marked: false,
+        };
+        self.cache.grow(memory);
+        self.stats.cache_bytes += memory as u64;
+        self.stats.cached_groups += 1;
+        self.groups.insert(key.into(), group);
+    }
+
     fn mark(&mut self, group: &[u8], row_key: &[u8], new: bool) {
         self.dirty
             .entry_ref(group)
@@ -554,19 +559,9 @@ impl<V: StateRow> KeyedStateTable<V> {
             if has_rows(key) {
                 present.push(key);
             } else if !self.whole && !self.groups.contains_key(key) {
-                let memory = ENTRY_OVERHEAD + key.len();
-                let group = Group {
-                    rows: BTreeMap::new(),
-                    last_used: self.tick,
-                    memory,
-                    marked: false,
-                };
-                self.cache.grow(memory);
-                self.stats.cache_bytes += memory as u64;
-                self.stats.cached_groups += 1;
                 self.stats.hits += 1;
                 self.cache.count(1, 0);
-                self.groups.insert(key.into(), group);
+                self.cache_empty(key);
             }
         }
         self.load(present)
