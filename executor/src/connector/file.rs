@@ -268,7 +268,7 @@ mod tests {
             connector: "file".into(),
             options,
             encode,
-            upsert: false,
+            format: crate::connector::SourceFormat::Plain,
             key_columns: Vec::new(),
             payload_schema: Arc::new(Schema::new(payload)),
             schema: Arc::new(Schema::new(all)),

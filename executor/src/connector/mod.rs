@@ -102,6 +102,25 @@ pub enum Encode {
     Csv { delimiter: u8, header: bool },
 }
 
+/// What each message of a source means (`FORMAT ...`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceFormat {
+    /// Each message is a row.
+    Plain,
+    /// The message key is the primary key; a message with no value deletes it.
+    Upsert,
+    /// Each message is a Debezium change event (`before`, `after`, `op`); tombstones are
+    /// ignored.
+    Debezium,
+}
+
+impl SourceFormat {
+    /// Whether rows replace and delete rows by primary key (else they are appended).
+    pub fn keyed(self) -> bool {
+        self != SourceFormat::Plain
+    }
+}
+
 /// Everything a connector needs to know about its source.
 #[derive(Debug, Clone)]
 pub struct SourceSpec {
@@ -110,9 +129,9 @@ pub struct SourceSpec {
     /// `WITH (...)` options, keys lower-cased.
     pub options: BTreeMap<String, String>,
     pub encode: Encode,
-    /// `FORMAT UPSERT`: the message key is the primary key and a null value deletes it.
-    pub upsert: bool,
-    /// The primary-key columns (indices into the payload schema), for `FORMAT UPSERT`.
+    /// What a message means: a row, an upsert by key, or a Debezium change event.
+    pub format: SourceFormat,
+    /// The primary-key columns (indices into the payload schema), for keyed formats.
     pub key_columns: Vec<usize>,
     /// The columns decoded from message payloads.
     pub payload_schema: SchemaRef,

@@ -5,6 +5,8 @@
 //! row read by a snapshot) or `t` (truncate). A delete is followed by a tombstone (the key with
 //! a null value) so that a compacted topic forgets the key, as Debezium does by default.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use crate::formats::json::write_string;
@@ -89,6 +91,18 @@ pub struct Envelope {
     pub before: Option<Value>,
     pub after: Option<Value>,
     pub ts_ms: Option<i64>,
+    /// The row fields' logical types when the event came with its Kafka Connect schema
+    /// (`io.debezium.time.MicroTimestamp`, `org.apache.kafka.connect.data.Decimal`, ...).
+    pub field_types: HashMap<String, ConnectType>,
+}
+
+/// A row field's type as Kafka Connect's schema names it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConnectType {
+    /// The logical type's name, if any.
+    pub name: Option<String>,
+    /// A decimal's scale (the `scale` parameter).
+    pub scale: Option<i8>,
 }
 
 /// Reads an event, bare or wrapped as Kafka Connect's JsonConverter writes it with
@@ -99,7 +113,9 @@ pub fn read_envelope(value: Option<&[u8]>) -> Result<Option<Envelope>> {
     };
     let bad = |why: String| ExecError::InvalidOption(format!("not a Debezium event: {why}"));
     let mut event: Value = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
+    let mut field_types = HashMap::new();
     if event.get("payload").is_some() && event.get("op").is_none() {
+        field_types = row_field_types(&event["schema"]);
         event = event["payload"].take();
     }
     let Value::Object(mut fields) = event else {
@@ -116,7 +132,42 @@ pub fn read_envelope(value: Option<&[u8]>) -> Result<Option<Envelope>> {
         before: row(fields.remove("before")),
         after: row(fields.remove("after")),
         ts_ms: fields.get("ts_ms").and_then(Value::as_i64),
+        field_types,
     }))
+}
+
+/// The logical types of the row struct's fields (`after`'s, else `before`'s) in a Connect
+/// schema: `{"type": "struct", "fields": [{"field": "after", "fields": [...]}, ...]}`.
+fn row_field_types(schema: &Value) -> HashMap<String, ConnectType> {
+    let envelope_fields = schema.get("fields").and_then(Value::as_array);
+    let row = envelope_fields.and_then(|fields| {
+        ["after", "before"].iter().find_map(|side| {
+            fields
+                .iter()
+                .find(|f| f.get("field").and_then(Value::as_str) == Some(side))
+        })
+    });
+    let Some(columns) = row.and_then(|r| r.get("fields")).and_then(Value::as_array) else {
+        return HashMap::new();
+    };
+    columns
+        .iter()
+        .filter_map(|column| {
+            let field = column.get("field")?.as_str()?;
+            let scale = column
+                .get("parameters")
+                .and_then(|p| p.get("scale"))
+                .and_then(|s| match s {
+                    Value::String(s) => s.parse().ok(),
+                    other => other.as_i64().and_then(|s| i8::try_from(s).ok()),
+                });
+            let name = column
+                .get("name")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            Some((field.to_owned(), ConnectType { name, scale }))
+        })
+        .collect()
 }
 
 #[cfg(test)]

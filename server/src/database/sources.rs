@@ -10,7 +10,7 @@ use datafusion::datasource::TableType;
 use datafusion::error::DataFusionError;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
-use eddy_executor::connector::{include_type, Encode, SourceSpec};
+use eddy_executor::connector::{include_type, Encode, SourceFormat, SourceSpec};
 use eddy_executor::engine::{Restore, SourceDefinition};
 use eddy_executor::{TableDef, TableKey};
 use eddy_planner::statement::{IncludeKind, SourceDef};
@@ -22,33 +22,52 @@ use crate::error::{Result, ServerError};
 impl Database {
     /// The connector spec and row shape of a source definition.
     pub(crate) async fn source_parts(&self, def: &SourceDef) -> Result<(SourceSpec, TableDef)> {
-        let upsert = match def.format.as_str() {
-            "PLAIN" => false,
-            "UPSERT" => true,
+        let format = match def.format.as_str() {
+            "PLAIN" => SourceFormat::Plain,
+            "UPSERT" => SourceFormat::Upsert,
+            "DEBEZIUM" => SourceFormat::Debezium,
             other => {
                 return Err(ServerError::not_supported(format!(
-                    "FORMAT {other} (supported: PLAIN, UPSERT)"
+                    "FORMAT {other} (supported: PLAIN, UPSERT, DEBEZIUM)"
                 )))
             }
         };
+        let keyed = format.keyed();
         let payload = self
             .table_def(
                 def.name.clone(),
                 (*def.table).clone(),
                 def.watermark.clone(),
-                !upsert,
+                !keyed,
             )
             .await?;
-        if upsert && !matches!(payload.key, TableKey::PrimaryKey(_)) {
+        if keyed && !matches!(payload.key, TableKey::PrimaryKey(_)) {
             return Err(ServerError::new(
                 "42P16",
-                "FORMAT UPSERT needs a PRIMARY KEY: the message key identifies the row",
+                format!(
+                    "FORMAT {} needs a PRIMARY KEY: {}",
+                    def.format,
+                    match format {
+                        SourceFormat::Debezium => "changes are applied to the row with their key",
+                        _ => "the message key identifies the row",
+                    }
+                ),
             ));
         }
-        if upsert && !def.stored {
-            return Err(ServerError::not_supported(
-                "FORMAT UPSERT on CREATE SOURCE: use CREATE TABLE ... WITH (...) FORMAT UPSERT, so the rows that later messages replace are kept",
-            ));
+        if keyed && !def.stored {
+            return Err(ServerError::not_supported(format!(
+                "FORMAT {0} on CREATE SOURCE: use CREATE TABLE ... WITH (...) FORMAT {0}, so the rows that later messages replace are kept",
+                def.format
+            )));
+        }
+        let connector = def.options.get("connector").map(String::as_str);
+        if format == SourceFormat::Debezium && (def.encode != "JSON" || connector != Some("kafka"))
+        {
+            return Err(ServerError::not_supported(format!(
+                "FORMAT DEBEZIUM ENCODE {} with connector '{}' (supported: FORMAT DEBEZIUM ENCODE JSON from kafka)",
+                def.encode,
+                connector.unwrap_or_default()
+            )));
         }
         let encode = match def.encode.as_str() {
             "JSON" => Encode::Json,
@@ -103,7 +122,7 @@ impl Database {
             connector: def.options.get("connector").cloned().unwrap_or_default(),
             options: def.options.clone(),
             encode,
-            upsert,
+            format,
             key_columns: match &payload.key {
                 TableKey::PrimaryKey(columns) => columns.clone(),
                 TableKey::RowId => Vec::new(),
@@ -117,7 +136,7 @@ impl Database {
             name: def.name.clone(),
             schema,
             key: payload.key,
-            append_only: !upsert,
+            append_only: !keyed,
             watermark: payload.watermark,
             stored: def.stored,
             processing_time: def

@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use datafusion::arrow::array::Array;
 use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
@@ -23,11 +22,10 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
+mod messages;
+
 use super::decode::Decoder;
-use super::{
-    with_includes, Connector, ConnectorContext, DeadLetter, MessageMeta, SourceBatch, SourceEvent,
-    SourceSpec, SplitReport,
-};
+use super::{Connector, ConnectorContext, SourceEvent, SourceSpec, SplitReport};
 use crate::{ExecError, Result};
 
 /// Messages per batch at most, and how long a partial batch may wait.
@@ -371,129 +369,6 @@ impl KafkaConnector {
         }
         Ok(true)
     }
-
-    fn decode(&self, partition: i32, messages: Vec<PendingMessage>) -> Result<SourceBatch> {
-        let split = partition.to_string();
-        let mut dead_letters = Vec::new();
-        let mut kept: Vec<&PendingMessage> = Vec::with_capacity(messages.len());
-        // What to decode per kept message: its value, or (an upsert tombstone) its key.
-        let mut texts: Vec<Vec<u8>> = Vec::new();
-        let mut is_delete: Vec<bool> = Vec::new();
-        for message in &messages {
-            match (&message.payload, self.spec.upsert) {
-                (Some(payload), _) => {
-                    kept.push(message);
-                    texts.push(payload.clone());
-                    is_delete.push(false);
-                }
-                (None, true) => match message.key.as_deref().and_then(|k| self.key_as_json(k)) {
-                    Some(key) => {
-                        kept.push(message);
-                        texts.push(key);
-                        is_delete.push(true);
-                    }
-                    None => dead_letters.push(DeadLetter {
-                        split: split.clone(),
-                        position: message.offset,
-                        error: "a tombstone whose key does not give the primary key".into(),
-                        payload: message.key.clone().unwrap_or_default(),
-                        reader: String::new(),
-                    }),
-                },
-                (None, false) => dead_letters.push(DeadLetter {
-                    split: split.clone(),
-                    position: message.offset,
-                    error: "a message with no value (a tombstone) in a FORMAT PLAIN source".into(),
-                    payload: Vec::new(),
-                    reader: String::new(),
-                }),
-            }
-        }
-        let payloads: Vec<&[u8]> = texts.iter().map(|t| t.as_slice()).collect();
-        let decoded = self.decoder.decode(&payloads);
-        for (i, error) in decoded.bad {
-            dead_letters.push(DeadLetter {
-                split: split.clone(),
-                position: kept[i].offset,
-                error,
-                payload: payloads[i].to_vec(),
-                reader: String::new(),
-            });
-        }
-        let mut good = decoded.good;
-        let mut rows = decoded.rows;
-        if self.spec.upsert {
-            // A row without its whole primary key cannot be placed: a dead letter.
-            let complete: Vec<bool> = (0..rows.num_rows())
-                .map(|r| {
-                    self.spec
-                        .key_columns
-                        .iter()
-                        .all(|&c| rows.column(c).is_valid(r))
-                })
-                .collect();
-            if complete.iter().any(|c| !c) {
-                for (r, &ok) in complete.iter().enumerate() {
-                    if !ok {
-                        dead_letters.push(DeadLetter {
-                            split: split.clone(),
-                            position: kept[good[r]].offset,
-                            error: "the primary key is missing".into(),
-                            payload: payloads[good[r]].to_vec(),
-                            reader: String::new(),
-                        });
-                    }
-                }
-                rows = datafusion::arrow::compute::filter_record_batch(
-                    &rows,
-                    &datafusion::arrow::array::BooleanArray::from(complete.clone()),
-                )?;
-                good = good
-                    .into_iter()
-                    .zip(&complete)
-                    .filter(|(_, ok)| **ok)
-                    .map(|(g, _)| g)
-                    .collect();
-            }
-        }
-        dead_letters.sort_by_key(|d| d.position);
-        let kept_good: Vec<&PendingMessage> = good.iter().map(|&i| kept[i]).collect();
-        let meta = MessageMeta {
-            partition: Some(partition),
-            offsets: kept_good.iter().map(|m| m.offset).collect(),
-            keys: kept_good.iter().map(|m| m.key.clone()).collect(),
-            timestamps: kept_good.iter().map(|m| m.timestamp).collect(),
-        };
-        let rows = with_includes(&self.spec, rows, &meta)?;
-        let deletes = self
-            .spec
-            .upsert
-            .then(|| good.iter().map(|&i| is_delete[i]).collect());
-        Ok(SourceBatch {
-            split,
-            rows,
-            next_position: messages.last().map_or(0, |m| m.offset + 1),
-            dead_letters,
-            deletes,
-        })
-    }
-
-    /// A tombstone's key as a JSON object of the primary key: the key itself when it is a
-    /// JSON object, else (a single-column key) the key as that column's value.
-    fn key_as_json(&self, key: &[u8]) -> Option<Vec<u8>> {
-        let text = std::str::from_utf8(key).ok()?.trim();
-        if text.starts_with('{') {
-            return Some(text.as_bytes().to_vec());
-        }
-        let [column] = self.spec.key_columns.as_slice() else {
-            return None;
-        };
-        let name = self.spec.payload_schema.field(*column).name();
-        let value = serde_json::to_string(text).ok()?;
-        let numeric = text.parse::<f64>().is_ok();
-        let value = if numeric { text.to_string() } else { value };
-        Some(format!("{{{}: {value}}}", serde_json::to_string(name).ok()?).into_bytes())
-    }
 }
 
 /// What reporting the splits did.
@@ -537,6 +412,7 @@ impl ClientContext for BrokerWatch {
 
 impl ConsumerContext for BrokerWatch {}
 
+/// A polled message not yet decoded.
 struct PendingMessage {
     offset: i64,
     key: Option<Vec<u8>>,
