@@ -3,7 +3,8 @@
 # psql.rs, pg_tools.rs, dbt.rs and postgres_reference.rs): psql, pg_dump and the PostgreSQL 15
 # server (the reference the differential test compares Eddy with) and the PostgreSQL JDBC
 # driver (Debian packages), a JDK to compile the Java check, Python's psycopg 3, psycopg 2,
-# asyncpg, SQLAlchemy, pandas, pgcli and pyarrow (the file sinks' reader) (a virtualenv), dbt-postgres (a virtualenv of its own:
+# asyncpg, SQLAlchemy, pandas, pgcli, pyarrow (the file sinks' reader), fastavro, protobuf and
+# grpcio-tools (the source-format tests' encoders and protoc) (a virtualenv), dbt-postgres (a virtualenv of its own:
 # it pins its own dependencies), node-postgres and Postgres.js (npm), and openssl for the TLS
 # test's certificate.
 # Everything but the Debian packages goes to $EDDY_TOOLS_DIR/clients, outside the clone, and
@@ -13,7 +14,8 @@ set -euo pipefail
 EDDY_TOOLS_DIR="${EDDY_TOOLS_DIR:-$HOME/.cache/eddy-tools}"
 CLIENTS_DIR="$EDDY_TOOLS_DIR/clients"
 PYTHON_PACKAGES=("psycopg[binary]==3.3.9" "psycopg2-binary==2.9.13" "asyncpg==0.32.0"
-    "SQLAlchemy==2.1.9" "pandas==3.1.1" "pgcli==4.7.1" "pyarrow==26.0.1")
+    "SQLAlchemy==2.1.9" "pandas==3.1.1" "pgcli==4.7.1" "pyarrow==26.0.1"
+    "fastavro==1.13.1" "grpcio-tools==1.85.4" "protobuf==7.36.2")
 DBT_PACKAGES=("dbt-core==1.9.8" "dbt-postgres==1.9.1")
 NODE_PACKAGES=("pg@8.23.1" "postgres@3.4.9")
 JDBC_JAR=/usr/share/java/postgresql.jar
@@ -39,7 +41,7 @@ fi
 # Python: one virtualenv; the stamp names what it holds, so a version change reinstalls.
 venv="$CLIENTS_DIR/python"
 stamp="${PYTHON_PACKAGES[*]}"
-if [ "$(cat "$venv/.eddy-packages" 2>/dev/null)" != "$stamp" ] || ! "$venv/bin/python" -c "import psycopg, psycopg2, asyncpg, sqlalchemy, pandas, pyarrow" >/dev/null 2>&1; then
+if [ "$(cat "$venv/.eddy-packages" 2>/dev/null)" != "$stamp" ] || ! "$venv/bin/python" -c "import psycopg, psycopg2, asyncpg, sqlalchemy, pandas, pyarrow, fastavro, grpc_tools" >/dev/null 2>&1; then
     echo "==> python virtualenv in $venv: ${PYTHON_PACKAGES[*]}"
     rm -rf "$venv"
     python3 -m venv "$venv"

@@ -38,6 +38,10 @@ pub struct CatalogEntry {
     /// A view's operators' key layout when it was created (absent before Eddy recorded it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_layout: Option<String>,
+    /// A source's message schema (Avro's JSON, a Protobuf descriptor set in hex) as read at
+    /// CREATE: a restart decodes with it, not with whatever the schema file holds by then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_schema: Option<String>,
 }
 
 /// Why a materialized view stopped, as reading it reports.

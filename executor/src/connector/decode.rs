@@ -16,6 +16,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::json::reader::Decoder as JsonDecoder;
 
+use super::avro::AvroDecoder;
 use super::payload_check::refusal;
 use super::text_timestamps::parse_timestamp_column;
 use super::Encode;
@@ -29,6 +30,9 @@ pub struct Decoder {
     /// A JSON decoder kept between batches so that its buffers are reused, with the most
     /// rows it takes per batch; dropped after any error (its state is then unknown).
     json: Mutex<Option<(usize, JsonDecoder)>>,
+    /// `ENCODE AVRO`: the Avro reader, or why its schema cannot be read (checked at CREATE,
+    /// so only a schema that stopped being readable gets here: every message then says so).
+    avro: Option<std::result::Result<AvroDecoder, String>>,
 }
 
 /// Rows a kept JSON decoder takes per batch at least (more when a batch needs it).
@@ -56,11 +60,18 @@ impl Decoder {
                 })
                 .collect::<Vec<_>>(),
         ));
+        let avro = match &encode {
+            Encode::Avro {
+                schema: avro_schema,
+            } => Some(AvroDecoder::new(avro_schema, schema.clone()).map_err(|e| e.to_string())),
+            _ => None,
+        };
         Self {
             schema,
             text_schema,
             encode,
             json: Mutex::new(None),
+            avro,
         }
     }
 
@@ -69,6 +80,17 @@ impl Decoder {
     }
 
     pub fn decode(&self, messages: &[&[u8]]) -> Decoded {
+        match &self.avro {
+            Some(Ok(avro)) => return avro.decode(messages),
+            Some(Err(error)) => {
+                return Decoded {
+                    rows: RecordBatch::new_empty(self.schema.clone()),
+                    good: Vec::new(),
+                    bad: (0..messages.len()).map(|i| (i, error.clone())).collect(),
+                }
+            }
+            None => {}
+        }
         let refused: Vec<(usize, String)> = messages
             .iter()
             .enumerate()
@@ -105,7 +127,7 @@ impl Decoder {
     fn decode_checked(&self, messages: &[&[u8]]) -> Decoded {
         let batch = match self.encode {
             Encode::Json => self.decode_json_batch(messages),
-            Encode::Csv { .. } => self.decode_text(messages),
+            Encode::Csv { .. } | Encode::Avro { .. } => self.decode_text(messages),
         };
         let (text_rows, good, mut bad) = match batch {
             Ok(rows) => (rows, (0..messages.len()).collect(), Vec::new()),
@@ -190,6 +212,10 @@ impl Decoder {
                 }
                 Ok(batch)
             }
+            // Read by the Avro decoder before any of this.
+            Encode::Avro { .. } => Err(ArrowError::InvalidArgumentError(
+                "Avro messages are not text".into(),
+            )),
             Encode::Csv { delimiter, .. } => {
                 let mut decoder =
                     datafusion::arrow::csv::ReaderBuilder::new(self.text_schema.clone())

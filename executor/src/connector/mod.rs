@@ -6,6 +6,7 @@
 //! commits those positions in the same epoch as the state they produced (exactly-once), and a
 //! restarted connector starts from them.
 
+pub mod avro;
 pub mod decode;
 pub mod file;
 pub mod generator;
@@ -99,7 +100,14 @@ impl SplitReport {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Encode {
     Json,
-    Csv { delimiter: u8, header: bool },
+    Csv {
+        delimiter: u8,
+        header: bool,
+    },
+    /// Binary Avro datums of this record schema (its JSON text).
+    Avro {
+        schema: String,
+    },
 }
 
 /// What each message of a source means (`FORMAT ...`).
@@ -118,6 +126,16 @@ impl SourceFormat {
     /// Whether rows replace and delete rows by primary key (else they are appended).
     pub fn keyed(self) -> bool {
         self != SourceFormat::Plain
+    }
+}
+
+impl Encode {
+    /// The message schema to keep in the catalog, for encodings that have one.
+    pub fn schema_text(&self) -> Option<String> {
+        match self {
+            Encode::Avro { schema } => Some(schema.clone()),
+            Encode::Json | Encode::Csv { .. } => None,
+        }
     }
 }
 

@@ -209,6 +209,7 @@ impl Engine {
             table_ids,
             failed: None,
             key_layout: None,
+            source_schema: None,
         };
         self.counters.next_catalog_seq += 1;
         entry
@@ -232,7 +233,8 @@ impl Engine {
         }
         // Written to the catalog only once its feed runs: an entry for a table that failed to
         // start would not restore.
-        let entry = self.allocate_entry(ObjectKind::Table, def.name.clone(), sql, 1);
+        let mut entry = self.allocate_entry(ObjectKind::Table, def.name.clone(), sql, 1);
+        entry.source_schema = feed.as_ref().and_then(|spec| spec.encode.schema_text());
         let id = entry.table_ids[0];
         let table = TableRuntime::open(id, def, self.store.as_ref())?;
         if let Some(spec) = feed {

@@ -76,7 +76,9 @@ impl Engine {
         }
         // Check the options now (and reach the broker), so mistakes surface at CREATE time.
         crate::connector::validate(&def.spec)?;
-        let entry = self.new_entry(ObjectKind::Source, def.table.name.clone(), sql, 0)?;
+        let mut entry = self.allocate_entry(ObjectKind::Source, def.table.name.clone(), sql, 0);
+        entry.source_schema = def.spec.encode.schema_text();
+        entry.write(&mut self.epoch_writes)?;
         self.sources.insert(entry.name.clone(), (entry, def));
         Ok(())
     }

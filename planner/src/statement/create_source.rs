@@ -48,29 +48,45 @@ pub(super) fn parse_create_source(
         return Err(PlanError::Syntax(format!("{kind} needs a name")));
     };
     // The column list: the parenthesised group right after the name (dotted names allowed).
+    // It may be left out when the columns come from the message schema (Avro, Protobuf).
     let mut open = None;
+    let mut name_end = *name_at;
     for (i, token) in tokens.iter().enumerate().skip(*name_at) {
         match token {
             Token::LParen => {
                 open = Some(i);
                 break;
             }
-            Token::Word(_) | Token::Period => continue,
+            Token::Word(w)
+                if i > *name_at
+                    && ["WITH", "INCLUDE", "FORMAT"]
+                        .iter()
+                        .any(|k| w.value.eq_ignore_ascii_case(k)) =>
+            {
+                break
+            }
+            Token::Word(_) | Token::Period => name_end = i,
             t if is_trivia(t) => continue,
             _ => break,
         }
     }
-    let Some(open) = open else {
-        return Err(PlanError::Syntax(format!(
-            "{kind} needs a column list: {kind} name (col TYPE, ...)"
-        )));
-    };
-    let close = matching_paren(&tokens, open)
-        .ok_or_else(|| PlanError::Syntax("unbalanced parentheses in the column list".into()))?;
     let mut table_tokens: Vec<Token> =
         Tokenizer::new(&PostgreSqlDialect {}, "CREATE TABLE ").tokenize()?;
     table_tokens.retain(|t| *t != Token::EOF);
-    table_tokens.extend_from_slice(&tokens[*name_at..=close]);
+    let close = match open {
+        Some(open) => {
+            let close = matching_paren(&tokens, open).ok_or_else(|| {
+                PlanError::Syntax("unbalanced parentheses in the column list".into())
+            })?;
+            table_tokens.extend_from_slice(&tokens[*name_at..=close]);
+            close
+        }
+        None => {
+            table_tokens.extend_from_slice(&tokens[*name_at..=name_end]);
+            table_tokens.extend([Token::LParen, Token::RParen]);
+            name_end
+        }
+    };
     let watermark = take_watermark(&mut table_tokens)?;
     let proctime_columns = crate::proctime_column::take_proctime_columns(&mut table_tokens)?;
     let table = parse_sql(table_tokens, budget)?;

@@ -12,6 +12,7 @@ pub(crate) mod indexes;
 pub(crate) mod plain_views;
 pub(crate) mod queries;
 pub(crate) mod sinks;
+pub(crate) mod source_schemas;
 pub(crate) mod sources;
 pub(crate) mod views;
 

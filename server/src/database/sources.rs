@@ -10,18 +10,46 @@ use datafusion::datasource::TableType;
 use datafusion::error::DataFusionError;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::sql::sqlparser::ast::Statement;
 use eddy_executor::connector::{include_type, Encode, SourceFormat, SourceSpec};
 use eddy_executor::engine::{Restore, SourceDefinition};
 use eddy_executor::{TableDef, TableKey};
 use eddy_planner::statement::{IncludeKind, SourceDef};
 use eddy_storage::{CatalogEntry, ObjectKind};
 
-use crate::database::{Database, Object, Outcome};
+use crate::database::{source_schemas, Database, Object, Outcome};
 use crate::error::{Result, ServerError};
 
 impl Database {
-    /// The connector spec and row shape of a source definition.
-    pub(crate) async fn source_parts(&self, def: &SourceDef) -> Result<(SourceSpec, TableDef)> {
+    /// The connector spec and row shape of a source definition; `kept_schema` is the message
+    /// schema the catalog kept for it (at a restart).
+    pub(crate) async fn source_parts(
+        &self,
+        def: &SourceDef,
+        kept_schema: Option<&str>,
+    ) -> Result<(SourceSpec, TableDef)> {
+        // A message schema gives the columns when the statement lists none.
+        let mut def = def.clone();
+        let avro = match def.encode.as_str() {
+            "AVRO" => {
+                let text = source_schemas::schema_text(&def, kept_schema)?;
+                let columns = source_schemas::avro_columns(&text)?;
+                source_schemas::infer_columns(&mut def, &columns)?;
+                Some((text, columns))
+            }
+            _ => None,
+        };
+        let def = &def;
+        if matches!(def.table.as_ref(), Statement::CreateTable(create) if create.columns.is_empty())
+        {
+            return Err(ServerError::new(
+                "42601",
+                format!(
+                    "{} needs a column list: (col TYPE, ...); only ENCODE AVRO infers it from its schema",
+                    if def.stored { "CREATE TABLE" } else { "CREATE SOURCE" }
+                ),
+            ));
+        }
         let format = match def.format.as_str() {
             "PLAIN" => SourceFormat::Plain,
             "UPSERT" => SourceFormat::Upsert,
@@ -92,9 +120,14 @@ impl Database {
                     header: !without_header,
                 }
             }
+            "AVRO" => {
+                let (schema, columns) = avro.expect("read above");
+                source_schemas::check_declared(&payload.schema, &columns)?;
+                Encode::Avro { schema }
+            }
             other => {
                 return Err(ServerError::not_supported(format!(
-                    "ENCODE {other} (supported: JSON, CSV)"
+                    "ENCODE {other} (supported: JSON, CSV, AVRO)"
                 )))
             }
         };
@@ -165,7 +198,7 @@ impl Database {
                 format!("relation \"{}\" already exists", def.name),
             ));
         }
-        let (spec, table) = self.source_parts(def).await?;
+        let (spec, table) = self.source_parts(def, None).await?;
         if def.stored {
             let id = self
                 .engine
@@ -188,7 +221,9 @@ impl Database {
     }
 
     pub(crate) async fn restore_source(&self, entry: CatalogEntry, def: &SourceDef) -> Result<()> {
-        let (spec, table) = self.source_parts(def).await?;
+        let (spec, table) = self
+            .source_parts(def, entry.source_schema.as_deref())
+            .await?;
         if def.stored {
             let id = entry.table_ids[0];
             self.engine

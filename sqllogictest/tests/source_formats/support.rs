@@ -1,5 +1,7 @@
 //! What the format tests share: a running Eddy with a broker, and reading rows as text.
 
+use std::io::Write as _;
+
 use eddy_sqllogictest::kafka::KafkaBroker;
 use eddy_sqllogictest::EddyProcess;
 use tokio_postgres::{Client, SimpleQueryMessage};
@@ -52,4 +54,43 @@ pub async fn sqlstate(client: &Client, sql: &str) -> String {
         .code()
         .map(|c| c.code().to_string())
         .unwrap_or_else(|| panic!("{sql}: no SQLSTATE in {error}"))
+}
+
+/// Messages encoded by a format's reference library (`clients/encode_messages.py ARGS
+/// RECORDS`), one per record; `None` when the Python clients are not installed (and not
+/// required).
+pub fn encode_messages(args: &[&str], records: &[String]) -> Option<Vec<Vec<u8>>> {
+    let python = crate::common::require(
+        "the Python clients (fastavro, protobuf)",
+        Some(crate::common::clients_dir().join("python/bin/python")),
+    )?;
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    for record in records {
+        writeln!(file, "{record}").unwrap();
+    }
+    let output = std::process::Command::new(python)
+        .arg(crate::common::scripts_dir().join("encode_messages.py"))
+        .args(args)
+        .arg(file.path())
+        .output()
+        .expect("running python");
+    assert!(
+        output.status.success(),
+        "encode_messages.py {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(
+        String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .map(|line| decode_hex(line.trim()))
+            .collect(),
+    )
+}
+
+fn decode_hex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
 }
