@@ -18,6 +18,7 @@ use datafusion::arrow::json::reader::Decoder as JsonDecoder;
 
 use super::avro::AvroDecoder;
 use super::payload_check::refusal;
+use super::protobuf::ProtobufDecoder;
 use super::text_timestamps::parse_timestamp_column;
 use super::Encode;
 
@@ -33,6 +34,8 @@ pub struct Decoder {
     /// `ENCODE AVRO`: the Avro reader, or why its schema cannot be read (checked at CREATE,
     /// so only a schema that stopped being readable gets here: every message then says so).
     avro: Option<std::result::Result<AvroDecoder, String>>,
+    /// `ENCODE PROTOBUF`: likewise.
+    protobuf: Option<std::result::Result<ProtobufDecoder, String>>,
 }
 
 /// Rows a kept JSON decoder takes per batch at least (more when a batch needs it).
@@ -66,12 +69,23 @@ impl Decoder {
             } => Some(AvroDecoder::new(avro_schema, schema.clone()).map_err(|e| e.to_string())),
             _ => None,
         };
+        let protobuf = match &encode {
+            Encode::Protobuf {
+                descriptors,
+                message,
+            } => Some(
+                ProtobufDecoder::new(descriptors, message, schema.clone())
+                    .map_err(|e| e.to_string()),
+            ),
+            _ => None,
+        };
         Self {
             schema,
             text_schema,
             encode,
             json: Mutex::new(None),
             avro,
+            protobuf,
         }
     }
 
@@ -80,16 +94,20 @@ impl Decoder {
     }
 
     pub fn decode(&self, messages: &[&[u8]]) -> Decoded {
-        match &self.avro {
-            Some(Ok(avro)) => return avro.decode(messages),
-            Some(Err(error)) => {
-                return Decoded {
-                    rows: RecordBatch::new_empty(self.schema.clone()),
-                    good: Vec::new(),
-                    bad: (0..messages.len()).map(|i| (i, error.clone())).collect(),
-                }
-            }
-            None => {}
+        if let Some(Ok(avro)) = &self.avro {
+            return avro.decode(messages);
+        }
+        if let Some(Ok(protobuf)) = &self.protobuf {
+            return protobuf.decode(messages);
+        }
+        let unreadable = (self.avro.as_ref().and_then(|r| r.as_ref().err()))
+            .or(self.protobuf.as_ref().and_then(|r| r.as_ref().err()));
+        if let Some(error) = unreadable {
+            return Decoded {
+                rows: RecordBatch::new_empty(self.schema.clone()),
+                good: Vec::new(),
+                bad: (0..messages.len()).map(|i| (i, error.clone())).collect(),
+            };
         }
         let refused: Vec<(usize, String)> = messages
             .iter()
@@ -127,7 +145,9 @@ impl Decoder {
     fn decode_checked(&self, messages: &[&[u8]]) -> Decoded {
         let batch = match self.encode {
             Encode::Json => self.decode_json_batch(messages),
-            Encode::Csv { .. } | Encode::Avro { .. } => self.decode_text(messages),
+            Encode::Csv { .. } | Encode::Avro { .. } | Encode::Protobuf { .. } => {
+                self.decode_text(messages)
+            }
         };
         let (text_rows, good, mut bad) = match batch {
             Ok(rows) => (rows, (0..messages.len()).collect(), Vec::new()),
@@ -213,8 +233,8 @@ impl Decoder {
                 Ok(batch)
             }
             // Read by the Avro decoder before any of this.
-            Encode::Avro { .. } => Err(ArrowError::InvalidArgumentError(
-                "Avro messages are not text".into(),
+            Encode::Avro { .. } | Encode::Protobuf { .. } => Err(ArrowError::InvalidArgumentError(
+                "Avro and Protobuf messages are not text".into(),
             )),
             Encode::Csv { delimiter, .. } => {
                 let mut decoder =

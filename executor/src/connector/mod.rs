@@ -13,6 +13,7 @@ pub mod generator;
 pub mod kafka;
 pub mod nexmark;
 pub mod payload_check;
+pub mod protobuf;
 pub mod text_timestamps;
 
 use std::collections::BTreeMap;
@@ -108,6 +109,11 @@ pub enum Encode {
     Avro {
         schema: String,
     },
+    /// Protobuf messages of type `message` (full name) of a FileDescriptorSet.
+    Protobuf {
+        descriptors: Vec<u8>,
+        message: String,
+    },
 }
 
 /// What each message of a source means (`FORMAT ...`).
@@ -134,6 +140,9 @@ impl Encode {
     pub fn schema_text(&self) -> Option<String> {
         match self {
             Encode::Avro { schema } => Some(schema.clone()),
+            Encode::Protobuf { descriptors, .. } => {
+                Some(descriptors.iter().map(|b| format!("{b:02x}")).collect())
+            }
             Encode::Json | Encode::Csv { .. } => None,
         }
     }

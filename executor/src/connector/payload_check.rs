@@ -21,7 +21,7 @@ pub const MAX_NESTING: usize = 128;
 pub fn refusal(encode: &Encode, payload: &[u8]) -> Option<String> {
     match encode {
         Encode::Json => strict_json(payload).err(),
-        Encode::Csv { .. } | Encode::Avro { .. } => None,
+        Encode::Csv { .. } | Encode::Avro { .. } | Encode::Protobuf { .. } => None,
     }
 }
 

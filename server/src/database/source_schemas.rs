@@ -6,7 +6,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::sql::sqlparser::ast::Statement;
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
-use eddy_executor::connector::avro;
+use eddy_executor::connector::{avro, protobuf};
 use eddy_planner::statement::SourceDef;
 
 use crate::error::{Result, ServerError};
@@ -17,6 +17,38 @@ pub(crate) fn schema_text(def: &SourceDef, kept: Option<&str>) -> Result<String>
     if let Some(kept) = kept {
         return Ok(kept.to_string());
     }
+    let bytes = schema_file(def)?;
+    String::from_utf8(bytes)
+        .map_err(|_| ServerError::new("22023", "the schema file is not UTF-8 text"))
+}
+
+/// A Protobuf source's FileDescriptorSet and message type (the set from the catalog when
+/// restoring, where it is kept in hex).
+pub(crate) fn protobuf_schema(def: &SourceDef, kept: Option<&str>) -> Result<(Vec<u8>, String)> {
+    let Some(message) = def.encode_options.get("message") else {
+        return Err(ServerError::new(
+            "22023",
+            "ENCODE PROTOBUF needs (message = 'package.Message', schema.location = 'file:///...desc')",
+        ));
+    };
+    let descriptors = match kept {
+        Some(hex) => (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16))
+            .collect::<std::result::Result<Vec<u8>, _>>()
+            .map_err(|_| ServerError::new("XX000", "a kept descriptor set is not hex"))?,
+        None => schema_file(def)?,
+    };
+    Ok((descriptors, message.clone()))
+}
+
+/// The Arrow columns of a Protobuf message type, or why it cannot be used.
+pub(crate) fn protobuf_columns(descriptors: &[u8], message: &str) -> Result<Schema> {
+    protobuf::protobuf_arrow_schema(descriptors, message)
+        .map_err(|e| ServerError::new("22023", e.to_string()))
+}
+
+/// The bytes of the file `schema.location` names.
+fn schema_file(def: &SourceDef) -> Result<Vec<u8>> {
     let Some(location) = def.encode_options.get("schema.location") else {
         return Err(ServerError::new(
             "22023",
@@ -32,7 +64,7 @@ pub(crate) fn schema_text(def: &SourceDef, kept: Option<&str>) -> Result<String>
             "schema.location '{location}': only files (file:///...) are read; there is no schema registry support"
         )));
     }
-    std::fs::read_to_string(path).map_err(|e| {
+    std::fs::read(path).map_err(|e| {
         ServerError::new(
             "58P01",
             format!("could not read the schema file \"{path}\": {e}"),

@@ -30,22 +30,33 @@ impl Database {
     ) -> Result<(SourceSpec, TableDef)> {
         // A message schema gives the columns when the statement lists none.
         let mut def = def.clone();
-        let avro = match def.encode.as_str() {
+        let (schema_encode, schema_columns) = match def.encode.as_str() {
             "AVRO" => {
-                let text = source_schemas::schema_text(&def, kept_schema)?;
-                let columns = source_schemas::avro_columns(&text)?;
-                source_schemas::infer_columns(&mut def, &columns)?;
-                Some((text, columns))
+                let schema = source_schemas::schema_text(&def, kept_schema)?;
+                let columns = source_schemas::avro_columns(&schema)?;
+                (Some(Encode::Avro { schema }), Some(columns))
             }
-            _ => None,
+            "PROTOBUF" => {
+                let (descriptors, message) = source_schemas::protobuf_schema(&def, kept_schema)?;
+                let columns = source_schemas::protobuf_columns(&descriptors, &message)?;
+                let encode = Encode::Protobuf {
+                    descriptors,
+                    message,
+                };
+                (Some(encode), Some(columns))
+            }
+            _ => (None, None),
         };
+        if let Some(columns) = &schema_columns {
+            source_schemas::infer_columns(&mut def, columns)?;
+        }
         let def = &def;
         if matches!(def.table.as_ref(), Statement::CreateTable(create) if create.columns.is_empty())
         {
             return Err(ServerError::new(
                 "42601",
                 format!(
-                    "{} needs a column list: (col TYPE, ...); only ENCODE AVRO infers it from its schema",
+                    "{} needs a column list: (col TYPE, ...); only ENCODE AVRO and PROTOBUF infer it from their schema",
                     if def.stored { "CREATE TABLE" } else { "CREATE SOURCE" }
                 ),
             ));
@@ -120,14 +131,15 @@ impl Database {
                     header: !without_header,
                 }
             }
-            "AVRO" => {
-                let (schema, columns) = avro.expect("read above");
-                source_schemas::check_declared(&payload.schema, &columns)?;
-                Encode::Avro { schema }
+            "AVRO" | "PROTOBUF" => {
+                if let Some(columns) = &schema_columns {
+                    source_schemas::check_declared(&payload.schema, columns)?;
+                }
+                schema_encode.expect("read above")
             }
             other => {
                 return Err(ServerError::not_supported(format!(
-                    "ENCODE {other} (supported: JSON, CSV, AVRO)"
+                    "ENCODE {other} (supported: JSON, CSV, AVRO, PROTOBUF)"
                 )))
             }
         };

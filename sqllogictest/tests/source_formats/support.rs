@@ -94,3 +94,26 @@ fn decode_hex(text: &str) -> Vec<u8> {
         .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
         .collect()
 }
+
+/// Compiles `file` in `dir` with protoc (grpcio-tools') into a FileDescriptorSet with its
+/// imports; `None` when the Python clients are not installed (and not required).
+pub fn protoc(dir: &std::path::Path, file: &str) -> Option<std::path::PathBuf> {
+    let python = crate::common::require(
+        "the Python clients (grpcio-tools)",
+        Some(crate::common::clients_dir().join("python/bin/python")),
+    )?;
+    let out = dir.join(format!("{file}.desc"));
+    let output = std::process::Command::new(python)
+        .args(["-m", "grpc_tools.protoc", "--include_imports"])
+        .arg(format!("--descriptor_set_out={}", out.display()))
+        .arg(format!("-I{}", dir.display()))
+        .arg(dir.join(file))
+        .output()
+        .expect("running protoc");
+    assert!(
+        output.status.success(),
+        "protoc {file}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(out)
+}
