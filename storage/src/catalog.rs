@@ -42,6 +42,9 @@ pub struct CatalogEntry {
     /// CREATE: a restart decodes with it, not with whatever the schema file holds by then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_schema: Option<String>,
+    /// Likewise, the schema of an upsert source's message keys, when they have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_key_schema: Option<String>,
 }
 
 /// Why a materialized view stopped, as reading it reports.

@@ -269,6 +269,7 @@ mod tests {
             options,
             encode,
             format: crate::connector::SourceFormat::Plain,
+            key_encode: None,
             key_columns: Vec::new(),
             payload_schema: Arc::new(Schema::new(payload)),
             schema: Arc::new(Schema::new(all)),

@@ -158,6 +158,9 @@ pub struct SourceSpec {
     pub encode: Encode,
     /// What a message means: a row, an upsert by key, or a Debezium change event.
     pub format: SourceFormat,
+    /// `FORMAT UPSERT`: how a tombstone's key is encoded when it is not JSON or text (an Avro
+    /// key schema).
+    pub key_encode: Option<Encode>,
     /// The primary-key columns (indices into the payload schema), for keyed formats.
     pub key_columns: Vec<usize>,
     /// The columns decoded from message payloads.

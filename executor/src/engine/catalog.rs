@@ -8,7 +8,7 @@ use eddy_storage::keys::{LATE_ROWS_TABLE, VIEW_ERRORS_TABLE};
 use eddy_storage::{CatalogEntry, EpochBatch, ObjectKind, TableId};
 
 use super::{Engine, Restore, ViewRuntime};
-use crate::connector::SourceSpec;
+use crate::connector::{Encode, SourceSpec};
 use crate::graph::Graph;
 use crate::table::{TableDef, TableRuntime};
 use crate::{ExecError, Message, Result};
@@ -210,6 +210,7 @@ impl Engine {
             failed: None,
             key_layout: None,
             source_schema: None,
+            source_key_schema: None,
         };
         self.counters.next_catalog_seq += 1;
         entry
@@ -234,7 +235,10 @@ impl Engine {
         // Written to the catalog only once its feed runs: an entry for a table that failed to
         // start would not restore.
         let mut entry = self.allocate_entry(ObjectKind::Table, def.name.clone(), sql, 1);
-        entry.source_schema = feed.as_ref().and_then(|spec| spec.encode.schema_text());
+        if let Some(spec) = &feed {
+            entry.source_schema = spec.encode.schema_text();
+            entry.source_key_schema = spec.key_encode.as_ref().and_then(Encode::schema_text);
+        }
         let id = entry.table_ids[0];
         let table = TableRuntime::open(id, def, self.store.as_ref())?;
         if let Some(spec) = feed {

@@ -78,6 +78,7 @@ impl Engine {
         crate::connector::validate(&def.spec)?;
         let mut entry = self.allocate_entry(ObjectKind::Source, def.table.name.clone(), sql, 0);
         entry.source_schema = def.spec.encode.schema_text();
+        entry.source_key_schema = def.spec.key_encode.as_ref().and_then(|e| e.schema_text());
         entry.write(&mut self.epoch_writes)?;
         self.sources.insert(entry.name.clone(), (entry, def));
         Ok(())

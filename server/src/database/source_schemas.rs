@@ -6,7 +6,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::sql::sqlparser::ast::Statement;
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
-use eddy_executor::connector::{avro, protobuf};
+use eddy_executor::connector::{avro, protobuf, Encode, SourceFormat};
 use eddy_planner::statement::SourceDef;
 
 use crate::error::{Result, ServerError};
@@ -58,10 +58,15 @@ fn schema_file(def: &SourceDef) -> Result<Vec<u8>> {
             ),
         ));
     };
+    read_location(location)
+}
+
+/// The bytes of a schema file given as `file:///path` (or a bare path).
+fn read_location(location: &str) -> Result<Vec<u8>> {
     let path = location.strip_prefix("file://").unwrap_or(location);
     if location.contains("://") && !location.starts_with("file://") {
         return Err(ServerError::not_supported(format!(
-            "schema.location '{location}': only files (file:///...) are read; there is no schema registry support"
+            "schema location '{location}': only files (file:///...) are read; there is no schema registry support"
         )));
     }
     std::fs::read(path).map_err(|e| {
@@ -70,6 +75,31 @@ fn schema_file(def: &SourceDef) -> Result<Vec<u8>> {
             format!("could not read the schema file \"{path}\": {e}"),
         )
     })
+}
+
+/// How an upsert source's tombstone keys are read: with an Avro key schema
+/// (`key.schema.location`), else as JSON or bare text (`None`).
+pub(crate) fn key_encode(
+    def: &SourceDef,
+    format: SourceFormat,
+    kept: Option<&str>,
+) -> Result<Option<Encode>> {
+    let Some(location) = def.encode_options.get("key.schema.location") else {
+        return Ok(None);
+    };
+    if def.encode != "AVRO" || format != SourceFormat::Upsert {
+        return Err(ServerError::new(
+            "22023",
+            "key.schema.location is for FORMAT UPSERT ENCODE AVRO",
+        ));
+    }
+    let schema = match kept {
+        Some(kept) => kept.to_string(),
+        None => String::from_utf8(read_location(location)?)
+            .map_err(|_| ServerError::new("22023", "the key schema file is not UTF-8 text"))?,
+    };
+    avro_columns(&schema)?;
+    Ok(Some(Encode::Avro { schema }))
 }
 
 /// The Arrow columns of an Avro schema, or why it cannot be used.

@@ -21,13 +21,14 @@ use crate::database::{source_schemas, Database, Object, Outcome};
 use crate::error::{Result, ServerError};
 
 impl Database {
-    /// The connector spec and row shape of a source definition; `kept_schema` is the message
-    /// schema the catalog kept for it (at a restart).
+    /// The connector spec and row shape of a source definition; `kept` are the message (and
+    /// key) schemas the catalog kept for it (at a restart).
     pub(crate) async fn source_parts(
         &self,
         def: &SourceDef,
-        kept_schema: Option<&str>,
+        kept: Option<&CatalogEntry>,
     ) -> Result<(SourceSpec, TableDef)> {
+        let kept_schema = kept.and_then(|entry| entry.source_schema.as_deref());
         // A message schema gives the columns when the statement lists none.
         let mut def = def.clone();
         let (schema_encode, schema_columns) = match def.encode.as_str() {
@@ -162,12 +163,18 @@ impl Database {
             fields.push(Field::new(column, include_type(*kind), true));
         }
         let schema: SchemaRef = Arc::new(Schema::new(fields));
+        let key_encode = source_schemas::key_encode(
+            def,
+            format,
+            kept.and_then(|entry| entry.source_key_schema.as_deref()),
+        )?;
         let spec = SourceSpec {
             name: def.name.clone(),
             connector: def.options.get("connector").cloned().unwrap_or_default(),
             options: def.options.clone(),
             encode,
             format,
+            key_encode,
             key_columns: match &payload.key {
                 TableKey::PrimaryKey(columns) => columns.clone(),
                 TableKey::RowId => Vec::new(),
@@ -233,9 +240,7 @@ impl Database {
     }
 
     pub(crate) async fn restore_source(&self, entry: CatalogEntry, def: &SourceDef) -> Result<()> {
-        let (spec, table) = self
-            .source_parts(def, entry.source_schema.as_deref())
-            .await?;
+        let (spec, table) = self.source_parts(def, Some(&entry)).await?;
         if def.stored {
             let id = entry.table_ids[0];
             self.engine

@@ -219,3 +219,93 @@ async fn avro_datums_into_inferred_columns_and_a_schema_change() {
         "42804"
     );
 }
+
+const ACCOUNT: &str = r#"{"type": "record", "name": "Account", "fields": [
+    {"name": "id", "type": "long"}, {"name": "owner", "type": "string"},
+    {"name": "balance", "type": "long"}]}"#;
+const ACCOUNT_KEY: &str =
+    r#"{"type": "record", "name": "AccountKey", "fields": [{"name": "id", "type": "long"}]}"#;
+
+#[tokio::test]
+async fn upsert_avro_with_a_key_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let value_schema = dir.path().join("account.avsc");
+    std::fs::write(&value_schema, ACCOUNT).unwrap();
+    let key_schema = dir.path().join("account_key.avsc");
+    std::fs::write(&key_schema, ACCOUNT_KEY).unwrap();
+    let account = |id: i64, owner: &str, balance: i64| {
+        format!(r#"{{"id": {id}, "owner": "{owner}", "balance": {balance}}}"#)
+    };
+    let Some(values) = encode_messages(
+        &["avro", value_schema.to_str().unwrap()],
+        &[
+            account(1, "ann", 10),
+            account(2, "bob", 20),
+            account(3, "cy", 30),
+            account(2, "bob", 25),
+        ],
+    ) else {
+        return;
+    };
+    let keys = encode_messages(
+        &["avro", key_schema.to_str().unwrap()],
+        &[r#"{"id": 1}"#.to_string(), r#"{"id": 2}"#.to_string()],
+    )
+    .unwrap();
+    let framed_key = encode_messages(
+        &["avro", key_schema.to_str().unwrap(), "--confluent-id", "3"],
+        &[r#"{"id": 3}"#.to_string()],
+    )
+    .unwrap();
+    let setup = setup().await;
+    let (broker, client) = (&setup.broker, &setup.client);
+    let topic = unique_topic("avro_upsert");
+    broker.create_topic(&topic, 1).await.unwrap();
+    let tombstone = |key: &[u8]| Record {
+        key: Some(key.to_vec()),
+        ..Record::default()
+    };
+    let mut records: Vec<Record> = values.into_iter().map(Record::payload).collect();
+    // Delete 1, then 3 (its key in Confluent's framing), then 2 comes back after its delete.
+    records.push(tombstone(&keys[0]));
+    records.push(tombstone(&framed_key[0]));
+    records.push(tombstone(&keys[1]));
+    let again = encode_messages(
+        &["avro", value_schema.to_str().unwrap()],
+        &[account(2, "bob", 7)],
+    )
+    .unwrap();
+    records.push(Record::payload(again[0].clone()));
+    broker.produce_batch(&topic, &records).await.unwrap();
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE accounts (PRIMARY KEY (id))
+             WITH (connector = 'kafka', topic = '{topic}', properties.bootstrap.server = '{}',
+                   scan.startup.mode = 'earliest')
+             FORMAT UPSERT ENCODE AVRO (schema.location = 'file://{}',
+                                        key.schema.location = 'file://{}');
+             CREATE MATERIALIZED VIEW total AS SELECT count(*) AS n, sum(balance) AS balance FROM accounts;
+             FLUSH;",
+            broker.bootstrap(),
+            value_schema.display(),
+            key_schema.display()
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        text_rows(
+            client,
+            "SELECT id, owner, balance FROM accounts ORDER BY id"
+        )
+        .await,
+        vec!["2|bob|7"]
+    );
+    assert_eq!(
+        text_rows(client, "SELECT n, balance FROM total").await,
+        vec!["1|7"]
+    );
+    assert_eq!(
+        text_rows(client, "SELECT count(*) FROM eddy_catalog.source_errors").await,
+        vec!["0"]
+    );
+}

@@ -2,20 +2,23 @@
 //! an upsert or a deletion by key (UPSERT), or the changes of a Debezium event (DEBEZIUM).
 //! A message that cannot be read becomes a dead letter; the others go on.
 
-use datafusion::arrow::array::{Array, BooleanArray};
-use datafusion::arrow::compute::filter_record_batch;
+use datafusion::arrow::array::{Array, BooleanArray, RecordBatch};
+use datafusion::arrow::compute::{filter_record_batch, interleave};
 
 use super::{KafkaConnector, PendingMessage};
+use crate::connector::decode::Decoded;
 use crate::connector::{with_includes, DeadLetter, MessageMeta, SourceBatch, SourceFormat};
 use crate::formats::debezium_rows::event_changes;
 use crate::Result;
 
-/// What to decode: one row text per change, the message it came from, and whether it deletes.
+/// What to decode: one text per change, the message it came from, whether it deletes, and
+/// whether it is a tombstone's key (read by the key decoder).
 #[derive(Default)]
 struct Changes<'a> {
     texts: Vec<Vec<u8>>,
     messages: Vec<&'a PendingMessage>,
     deletes: Vec<bool>,
+    keys: Vec<bool>,
 }
 
 impl<'a> Changes<'a> {
@@ -23,6 +26,12 @@ impl<'a> Changes<'a> {
         self.texts.push(text);
         self.messages.push(message);
         self.deletes.push(delete);
+        self.keys.push(false);
+    }
+
+    fn push_key(&mut self, message: &'a PendingMessage, key: Vec<u8>) {
+        self.push(message, key, true);
+        *self.keys.last_mut().expect("just pushed") = true;
     }
 }
 
@@ -62,8 +71,12 @@ impl KafkaConnector {
                 // A Debezium tombstone only tells a compacted topic to forget the key.
                 (None, SourceFormat::Debezium) => {}
                 (None, SourceFormat::Upsert) => {
-                    match message.key.as_deref().and_then(|k| self.key_as_json(k)) {
-                        Some(key) => changes.push(message, key, true),
+                    let key = match (&self.spec.key_encode, message.key.as_deref()) {
+                        (Some(_), Some(key)) => Some(key.to_vec()),
+                        (_, key) => key.and_then(|k| self.key_as_json(k)),
+                    };
+                    match key {
+                        Some(key) => changes.push_key(message, key),
                         None => dead_letters.push(letter(
                             message,
                             "a tombstone whose key does not give the primary key".into(),
@@ -79,7 +92,7 @@ impl KafkaConnector {
             }
         }
         let payloads: Vec<&[u8]> = changes.texts.iter().map(|t| t.as_slice()).collect();
-        let decoded = self.decoder.decode(&payloads);
+        let decoded = self.decode_changes(&payloads, &changes.keys)?;
         for (i, error) in decoded.bad {
             dead_letters.push(letter(changes.messages[i], error, payloads[i].to_vec()));
         }
@@ -132,6 +145,56 @@ impl KafkaConnector {
             next_position: messages.last().map_or(0, |m| m.offset + 1),
             dead_letters,
             deletes,
+        })
+    }
+
+    /// Values with the source's decoder and tombstones' keys with the key decoder, the rows
+    /// back in message order.
+    fn decode_changes(&self, payloads: &[&[u8]], keys: &[bool]) -> Result<Decoded> {
+        if !keys.contains(&true) {
+            return Ok(self.decoder.decode(payloads));
+        }
+        let (value_at, key_at): (Vec<usize>, Vec<usize>) =
+            (0..payloads.len()).partition(|&i| !keys[i]);
+        let pick = |at: &[usize]| at.iter().map(|&i| payloads[i]).collect::<Vec<_>>();
+        let values = self.decoder.decode(&pick(&value_at));
+        let tombstones = self.key_decoder.decode(&pick(&key_at));
+        // (change index, which batch, row) for every good row, in change order.
+        let mut rows: Vec<(usize, usize, usize)> = values
+            .good
+            .iter()
+            .enumerate()
+            .map(|(row, &i)| (value_at[i], 0, row))
+            .chain(
+                tombstones
+                    .good
+                    .iter()
+                    .enumerate()
+                    .map(|(row, &i)| (key_at[i], 1, row)),
+            )
+            .collect();
+        rows.sort_unstable();
+        let indices: Vec<(usize, usize)> = rows.iter().map(|&(_, b, r)| (b, r)).collect();
+        let columns = (0..values.rows.num_columns())
+            .map(|c| {
+                let sides = [
+                    values.rows.column(c).as_ref(),
+                    tombstones.rows.column(c).as_ref(),
+                ];
+                Ok(interleave(&sides, &indices)?)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut bad: Vec<(usize, String)> = values
+            .bad
+            .into_iter()
+            .map(|(i, e)| (value_at[i], e))
+            .chain(tombstones.bad.into_iter().map(|(i, e)| (key_at[i], e)))
+            .collect();
+        bad.sort_by_key(|(i, _)| *i);
+        Ok(Decoded {
+            rows: RecordBatch::try_new(values.rows.schema(), columns)?,
+            good: rows.iter().map(|&(i, _, _)| i).collect(),
+            bad,
         })
     }
 

@@ -25,7 +25,7 @@ use rdkafka::{Offset, TopicPartitionList};
 mod messages;
 
 use super::decode::Decoder;
-use super::{Connector, ConnectorContext, SourceEvent, SourceSpec, SplitReport};
+use super::{Connector, ConnectorContext, Encode, SourceEvent, SourceSpec, SplitReport};
 use crate::{ExecError, Result};
 
 /// Messages per batch at most, and how long a partial batch may wait.
@@ -49,6 +49,8 @@ pub struct KafkaConnector {
     bootstrap: String,
     startup: StartupMode,
     decoder: Decoder,
+    /// Reads the keys of `FORMAT UPSERT` tombstones (JSON objects or bare values, or Avro).
+    key_decoder: Decoder,
     spec: SourceSpec,
 }
 
@@ -109,6 +111,10 @@ impl KafkaConnector {
             bootstrap,
             startup,
             decoder: Decoder::new(spec.payload_schema.clone(), spec.encode.clone()),
+            key_decoder: Decoder::new(
+                spec.payload_schema.clone(),
+                spec.key_encode.clone().unwrap_or(Encode::Json),
+            ),
             spec: spec.clone(),
         })
     }
