@@ -16,6 +16,7 @@
 //!
 //! `cargo run --release -p eddy-bench -- nexmark --query q7 --input file --path bids.jsonl`
 
+mod ack_probe;
 mod bounded;
 mod drain;
 mod freshness;

@@ -14,6 +14,7 @@ use clap::{Args, ValueEnum};
 use eddy_sqllogictest::kafka::{unique_topic, KafkaBroker};
 use eddy_sqllogictest::DEFAULT_STOP_TIMEOUT;
 
+use crate::ack_probe::AckProbe;
 use crate::kafka_load;
 use crate::process::{
     cpu_time, dir_size, flush_until_done, int, mib, per_second, vm_hwm_kib, vm_rss_kib, BenchEddy,
@@ -73,6 +74,10 @@ pub struct NexmarkArgs {
     /// Further `perf record` arguments (e.g. --perf-arg=--call-graph=dwarf).
     #[arg(long, allow_hyphen_values = true)]
     perf_arg: Vec<String>,
+    /// While the view drains, time single-row INSERTs into a table of their own (with a small
+    /// view): how long another statement waits for the heavy view.
+    #[arg(long)]
+    probe_acks: bool,
     #[command(flatten)]
     eddy: EddyArgs,
 }
@@ -143,6 +148,10 @@ pub async fn run(args: NexmarkArgs) -> Result<()> {
         Some(file) => Some(Profiler::start(pid, file, &args.perf_arg)?),
         None => None,
     };
+    let probe = match args.probe_acks {
+        true => Some(AckProbe::start(&eddy.process).await?),
+        false => None,
+    };
     let rss_before = vm_rss_kib(pid)?;
     let cpu_before = cpu_time(pid)?;
     let started = Instant::now();
@@ -157,6 +166,9 @@ pub async fn run(args: NexmarkArgs) -> Result<()> {
     }
     flush_until_done(&client, FLUSH_LIMIT).await?;
     let elapsed = started.elapsed();
+    if let Some(probe) = probe {
+        probe.finish().await?;
+    }
     let cpu = cpu_time(pid)? - cpu_before;
     let peak_rss = vm_hwm_kib(pid)?;
     if let Some(profiler) = profiler {

@@ -129,3 +129,27 @@ fn the_schema_gives_arrow_columns_and_bad_schemas_are_refused() {
     )
     .is_err());
 }
+
+#[test]
+fn uuids_become_uuid_text() {
+    let schema = r#"{"type": "record", "name": "R", "fields": [
+        {"name": "ref", "type": {"type": "string", "logicalType": "uuid"}}]}"#;
+    let arrow = avro_arrow_schema(schema).unwrap();
+    assert_eq!(arrow.field(0).data_type(), &DataType::FixedSizeBinary(16));
+    let uuid = std::collections::HashMap::from([(
+        eddy_planner::pg_types::PG_TYPE_KEY.to_string(),
+        "uuid".to_string(),
+    )]);
+    let target = Arc::new(Schema::new(vec![
+        Field::new("ref", DataType::Utf8, true).with_metadata(uuid)
+    ]));
+    let decoder = AvroDecoder::new(schema, target).unwrap();
+    let mut message = Vec::new();
+    string("A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", &mut message);
+    let decoded = decoder.decode(&[message.as_slice()]);
+    assert!(decoded.bad.is_empty(), "{:?}", decoded.bad);
+    assert_eq!(
+        decoded.rows.column(0).as_string::<i32>().value(0),
+        "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
+    );
+}

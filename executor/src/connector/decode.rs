@@ -31,11 +31,40 @@ pub struct Decoder {
     /// A JSON decoder kept between batches so that its buffers are reused, with the most
     /// rows it takes per batch; dropped after any error (its state is then unknown).
     json: Mutex<Option<(usize, JsonDecoder)>>,
-    /// `ENCODE AVRO`: the Avro reader, or why its schema cannot be read (checked at CREATE,
-    /// so only a schema that stopped being readable gets here: every message then says so).
-    avro: Option<std::result::Result<AvroDecoder, String>>,
-    /// `ENCODE PROTOBUF`: likewise.
-    protobuf: Option<std::result::Result<ProtobufDecoder, String>>,
+    /// `ENCODE AVRO` or `PROTOBUF`: their reader, or why its schema cannot be read (checked
+    /// at CREATE, so only a schema that stopped being readable gets here: every message then
+    /// says so).
+    binary: Option<std::result::Result<BinaryDecoder, String>>,
+}
+
+/// A reader of binary messages by their schema.
+enum BinaryDecoder {
+    Avro(AvroDecoder),
+    Protobuf(ProtobufDecoder),
+}
+
+impl BinaryDecoder {
+    fn new(encode: &Encode, schema: &SchemaRef) -> Option<std::result::Result<Self, String>> {
+        let decoder = match encode {
+            Encode::Avro { schema: avro } => {
+                AvroDecoder::new(avro, schema.clone()).map(BinaryDecoder::Avro)
+            }
+            Encode::Protobuf {
+                descriptors,
+                message,
+            } => ProtobufDecoder::new(descriptors, message, schema.clone())
+                .map(BinaryDecoder::Protobuf),
+            Encode::Json | Encode::Csv { .. } => return None,
+        };
+        Some(decoder.map_err(|e| e.to_string()))
+    }
+
+    fn decode(&self, messages: &[&[u8]]) -> Decoded {
+        match self {
+            BinaryDecoder::Avro(avro) => avro.decode(messages),
+            BinaryDecoder::Protobuf(protobuf) => protobuf.decode(messages),
+        }
+    }
 }
 
 /// Rows a kept JSON decoder takes per batch at least (more when a batch needs it).
@@ -63,29 +92,13 @@ impl Decoder {
                 })
                 .collect::<Vec<_>>(),
         ));
-        let avro = match &encode {
-            Encode::Avro {
-                schema: avro_schema,
-            } => Some(AvroDecoder::new(avro_schema, schema.clone()).map_err(|e| e.to_string())),
-            _ => None,
-        };
-        let protobuf = match &encode {
-            Encode::Protobuf {
-                descriptors,
-                message,
-            } => Some(
-                ProtobufDecoder::new(descriptors, message, schema.clone())
-                    .map_err(|e| e.to_string()),
-            ),
-            _ => None,
-        };
+        let binary = BinaryDecoder::new(&encode, &schema);
         Self {
             schema,
             text_schema,
             encode,
             json: Mutex::new(None),
-            avro,
-            protobuf,
+            binary,
         }
     }
 
@@ -94,20 +107,16 @@ impl Decoder {
     }
 
     pub fn decode(&self, messages: &[&[u8]]) -> Decoded {
-        if let Some(Ok(avro)) = &self.avro {
-            return avro.decode(messages);
-        }
-        if let Some(Ok(protobuf)) = &self.protobuf {
-            return protobuf.decode(messages);
-        }
-        let unreadable = (self.avro.as_ref().and_then(|r| r.as_ref().err()))
-            .or(self.protobuf.as_ref().and_then(|r| r.as_ref().err()));
-        if let Some(error) = unreadable {
-            return Decoded {
-                rows: RecordBatch::new_empty(self.schema.clone()),
-                good: Vec::new(),
-                bad: (0..messages.len()).map(|i| (i, error.clone())).collect(),
-            };
+        match &self.binary {
+            Some(Ok(binary)) => return binary.decode(messages),
+            Some(Err(error)) => {
+                return Decoded {
+                    rows: RecordBatch::new_empty(self.schema.clone()),
+                    good: Vec::new(),
+                    bad: (0..messages.len()).map(|i| (i, error.clone())).collect(),
+                }
+            }
+            None => {}
         }
         let refused: Vec<(usize, String)> = messages
             .iter()

@@ -8,6 +8,8 @@
 
 pub mod avro;
 pub mod decode;
+#[cfg(test)]
+mod decode_bench;
 pub mod file;
 pub mod generator;
 pub mod kafka;
