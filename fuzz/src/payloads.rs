@@ -237,6 +237,10 @@ pub fn message(rng: &mut StdRng, schema: &Schema, encode: &Encode) -> Vec<u8> {
             }
             cells.join(&(*delimiter as char).to_string()).into_bytes()
         }
+        // Binary formats: arbitrary bytes (the schema-driven decoders must refuse them).
+        Encode::Avro { .. } | Encode::Protobuf { .. } => {
+            (0..rng.random_range(0..64)).map(|_| rng.random()).collect()
+        }
     };
     if !broken {
         return text;

@@ -105,7 +105,14 @@ impl AvroDecoder {
             }
         }
         let batch = decoder.flush().map_err(avro_error)?;
-        Ok(batch.unwrap_or_else(|| RecordBatch::new_empty(self.decoded.clone())))
+        let batch = batch.unwrap_or_else(|| RecordBatch::new_empty(self.decoded.clone()));
+        // A message that was only a header (or empty) gave no row.
+        if batch.num_rows() != messages.len() {
+            return Err(ExecError::Internal(
+                "the message holds no complete datum".into(),
+            ));
+        }
+        Ok(batch)
     }
 
     /// The slow path: each message on its own, with each writer schema in turn.

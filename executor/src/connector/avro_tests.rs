@@ -153,3 +153,32 @@ fn uuids_become_uuid_text() {
         "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
     );
 }
+
+#[test]
+fn arbitrary_bytes_never_panic_and_every_message_is_accounted_for() {
+    let decoder = AvroDecoder::new(SCHEMA, target()).unwrap();
+    let mut seed = 7u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    // A length claiming far more bytes than the message has, and random messages.
+    let mut messages: Vec<Vec<u8>> = vec![
+        vec![
+            0x02, 0x02, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, b'a',
+        ],
+        vec![0x02, 0x00, 0x02, 0x02, 0xfe, 0xff, 0xff, 0xff, 0x0f],
+    ];
+    for _ in 0..2000 {
+        let len = (next() % 40) as usize;
+        messages.push((0..len).map(|_| next() as u8).collect());
+    }
+    let slices: Vec<&[u8]> = messages.iter().map(Vec::as_slice).collect();
+    for batch in slices.chunks(100) {
+        let decoded = decoder.decode(batch);
+        assert_eq!(decoded.good.len() + decoded.bad.len(), batch.len());
+        assert_eq!(decoded.rows.num_rows(), decoded.good.len());
+    }
+}

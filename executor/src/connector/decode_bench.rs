@@ -117,7 +117,7 @@ fn avro(bid: &Bid) -> Vec<u8> {
 
 /// A descriptor set with `bench.Bid` (the timestamp as int64 microseconds, so that no import
 /// of the well-known types is needed).
-fn protobuf_descriptors() -> Vec<u8> {
+pub(super) fn protobuf_descriptors() -> Vec<u8> {
     let field = |name: &str, number: i32, kind: Type| FieldDescriptorProto {
         name: Some(name.into()),
         number: Some(number),

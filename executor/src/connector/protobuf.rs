@@ -152,3 +152,50 @@ fn kind_type(kind: &Kind) -> DataType {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{Array, AsArray};
+    use datafusion::arrow::datatypes::Int64Type;
+
+    use super::*;
+    use crate::connector::decode_bench::protobuf_descriptors;
+
+    fn target() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("auction", DataType::Int64, true),
+            Field::new("channel", DataType::Utf8, true),
+            Field::new("missing", DataType::Int64, true),
+        ]))
+    }
+
+    #[test]
+    fn messages_defaults_and_arbitrary_bytes() {
+        let decoder = ProtobufDecoder::new(&protobuf_descriptors(), "bench.Bid", target()).unwrap();
+        // auction = 150 (field 1, varint), channel = "ab" (field 4), then an unknown field 9.
+        let good = [0x08, 0x96, 0x01, 0x22, 0x02, b'a', b'b', 0x48, 0x01];
+        let empty: [u8; 0] = [];
+        let mut seed = 11u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let random: Vec<Vec<u8>> = (0..500)
+            .map(|_| (0..next() % 30).map(|_| next() as u8).collect())
+            .collect();
+        let mut messages: Vec<&[u8]> = vec![&good, &empty];
+        messages.extend(random.iter().map(Vec::as_slice));
+        let decoded = decoder.decode(&messages);
+        assert_eq!(decoded.good.len() + decoded.bad.len(), messages.len());
+        assert_eq!(decoded.rows.num_rows(), decoded.good.len());
+        assert_eq!(&decoded.good[..2], &[0, 1]);
+        let auctions = decoded.rows.column(0).as_primitive::<Int64Type>();
+        assert_eq!((auctions.value(0), auctions.value(1)), (150, 0));
+        assert_eq!(decoded.rows.column(1).as_string::<i32>().value(0), "ab");
+        assert!(decoded.rows.column(2).is_null(0));
+        assert!(ProtobufDecoder::new(&protobuf_descriptors(), "Bid", target()).is_err());
+        assert!(ProtobufDecoder::new(b"not a descriptor set", "bench.Bid", target()).is_err());
+    }
+}
