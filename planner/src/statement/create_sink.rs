@@ -1,7 +1,7 @@
 //! `CREATE SINK name FROM relation WITH (...) FORMAT ... ENCODE ... [(...)]` (RisingWave's
 //! form), `DROP SINK` and the names lists they share with `DROP SOURCE`.
 
-use super::create_source::parse_options;
+use super::create_source::{format_clause, parse_options};
 use super::tokens::*;
 use super::*;
 
@@ -98,20 +98,9 @@ pub(super) fn parse_create_sink(tokens: &[Token]) -> Result<EddyStatement> {
                 i = next;
             }
             Some("FORMAT") => {
-                def.format = word(rest.get(i + 1)).ok_or_else(|| {
-                    PlanError::Syntax("FORMAT needs PLAIN, UPSERT or DEBEZIUM".into())
-                })?;
-                if word(rest.get(i + 2)).as_deref() != Some("ENCODE") {
-                    return Err(PlanError::Syntax("expected ENCODE after FORMAT ...".into()));
-                }
-                def.encode = word(rest.get(i + 3))
-                    .ok_or_else(|| PlanError::Syntax("ENCODE needs JSON or PARQUET".into()))?;
-                i += 4;
-                if rest.get(i) == Some(&Token::LParen) {
-                    let (options, next) = parse_options(&rest, i)?;
-                    def.encode_options = options;
-                    i = next;
-                }
+                let clause;
+                (clause, i) = format_clause(&rest, i)?;
+                (def.format, def.encode, def.encode_options) = clause;
             }
             _ => {
                 return Err(PlanError::Syntax(format!(

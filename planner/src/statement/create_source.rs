@@ -154,19 +154,9 @@ pub(super) fn parse_create_source(
                 i = next;
             }
             Some("FORMAT") => {
-                def.format = word(rest.get(i + 1))
-                    .ok_or_else(|| PlanError::Syntax("FORMAT needs PLAIN or UPSERT".into()))?;
-                if word(rest.get(i + 2)).as_deref() != Some("ENCODE") {
-                    return Err(PlanError::Syntax("expected ENCODE after FORMAT".into()));
-                }
-                def.encode = word(rest.get(i + 3))
-                    .ok_or_else(|| PlanError::Syntax("ENCODE needs JSON or CSV".into()))?;
-                i += 4;
-                if rest.get(i) == Some(&Token::LParen) {
-                    let (options, next) = parse_options(&rest, i)?;
-                    def.encode_options = options;
-                    i = next;
-                }
+                let clause;
+                (clause, i) = format_clause(&rest, i)?;
+                (def.format, def.encode, def.encode_options) = clause;
             }
             _ => {
                 return Err(PlanError::Syntax(format!(
@@ -187,6 +177,35 @@ pub(super) fn parse_create_source(
             .map(|name| (IncludeKind::ProcessingTime, name)),
     );
     Ok(EddyStatement::CreateSource(Box::new(def)))
+}
+
+/// `FORMAT f ENCODE e [( options )]` starting at `rest[at]` (the FORMAT word), shared by sources
+/// and sinks: the format and encoding upper-cased, the options, and the index after them.
+pub(super) fn format_clause(
+    rest: &[Token],
+    at: usize,
+) -> Result<(
+    (String, String, std::collections::BTreeMap<String, String>),
+    usize,
+)> {
+    let word = |t: Option<&Token>| match t {
+        Some(Token::Word(w)) if w.quote_style.is_none() => Some(w.value.to_uppercase()),
+        _ => None,
+    };
+    let format = word(rest.get(at + 1))
+        .ok_or_else(|| PlanError::Syntax("FORMAT needs PLAIN, UPSERT or DEBEZIUM".into()))?;
+    if word(rest.get(at + 2)).as_deref() != Some("ENCODE") {
+        return Err(PlanError::Syntax("expected ENCODE after FORMAT ...".into()));
+    }
+    let encode = word(rest.get(at + 3)).ok_or_else(|| {
+        PlanError::Syntax("ENCODE needs JSON, CSV, AVRO, PROTOBUF or PARQUET".into())
+    })?;
+    let mut next = at + 4;
+    let mut options = Default::default();
+    if rest.get(next) == Some(&Token::LParen) {
+        (options, next) = parse_options(rest, next)?;
+    }
+    Ok(((format, encode, options), next))
 }
 
 /// `( key.with.dots = 'value', ... )` starting at `rest[start]` (the open paren); returns the
