@@ -100,7 +100,8 @@ pub(super) fn parse_create_sink(tokens: &[Token]) -> Result<EddyStatement> {
             Some("FORMAT") => {
                 let clause;
                 (clause, i) = format_clause(&rest, i)?;
-                (def.format, def.encode, def.encode_options) = clause;
+                (def.format, def.encode) = (clause.format, clause.encode);
+                def.encode_options = clause.options;
             }
             _ => {
                 return Err(PlanError::Syntax(format!(

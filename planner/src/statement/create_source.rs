@@ -156,7 +156,8 @@ pub(super) fn parse_create_source(
             Some("FORMAT") => {
                 let clause;
                 (clause, i) = format_clause(&rest, i)?;
-                (def.format, def.encode, def.encode_options) = clause;
+                (def.format, def.encode) = (clause.format, clause.encode);
+                def.encode_options = clause.options;
             }
             _ => {
                 return Err(PlanError::Syntax(format!(
@@ -179,15 +180,16 @@ pub(super) fn parse_create_source(
     Ok(EddyStatement::CreateSource(Box::new(def)))
 }
 
-/// `FORMAT f ENCODE e [( options )]` starting at `rest[at]` (the FORMAT word), shared by sources
-/// and sinks: the format and encoding upper-cased, the options, and the index after them.
-pub(super) fn format_clause(
-    rest: &[Token],
-    at: usize,
-) -> Result<(
-    (String, String, std::collections::BTreeMap<String, String>),
-    usize,
-)> {
+/// `FORMAT f ENCODE e [( options )]`: the format and encoding upper-cased, and the options.
+pub(super) struct FormatClause {
+    pub format: String,
+    pub encode: String,
+    pub options: std::collections::BTreeMap<String, String>,
+}
+
+/// Reads a [`FormatClause`] starting at `rest[at]` (the FORMAT word), for sources and sinks;
+/// returns it and the index after it.
+pub(super) fn format_clause(rest: &[Token], at: usize) -> Result<(FormatClause, usize)> {
     let word = |t: Option<&Token>| match t {
         Some(Token::Word(w)) if w.quote_style.is_none() => Some(w.value.to_uppercase()),
         _ => None,
@@ -205,7 +207,12 @@ pub(super) fn format_clause(
     if rest.get(next) == Some(&Token::LParen) {
         (options, next) = parse_options(rest, next)?;
     }
-    Ok(((format, encode, options), next))
+    let clause = FormatClause {
+        format,
+        encode,
+        options,
+    };
+    Ok((clause, next))
 }
 
 /// `( key.with.dots = 'value', ... )` starting at `rest[start]` (the open paren); returns the
