@@ -13,6 +13,7 @@ pub(crate) mod plain_views;
 pub(crate) mod queries;
 pub(crate) mod sinks;
 pub(crate) mod sources;
+pub(crate) mod subscribe;
 pub(crate) mod views;
 
 use std::collections::{BTreeMap, HashMap};
