@@ -327,3 +327,67 @@ impl SubscriptionRegistry {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Op;
+    use datafusion::arrow::array::Int64Array;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+
+    fn changes(epoch: u64, rows: usize) -> Arc<EpochChanges> {
+        let schema = Schema::new(vec![Field::new("v", DataType::Int64, false)]);
+        let column = Arc::new(Int64Array::from(vec![1i64; rows]));
+        let chunk = StreamChunk::new(vec![Op::Insert; rows], &schema, vec![column], vec![])
+            .expect("a chunk");
+        Arc::new(EpochChanges::new(epoch, vec![chunk]))
+    }
+
+    fn take(subscription: &Subscription) -> Option<String> {
+        subscription.try_next().map(|update| match update {
+            Ok(Update::Changes(c)) => format!("changes {}", c.epoch),
+            Ok(Update::Progress(e)) => format!("progress {e}"),
+            Err(e) => format!("error {e}"),
+        })
+    }
+
+    #[test]
+    fn changes_then_the_progress_they_complete() {
+        let queue = Arc::new(SubscriptionQueue::new(1, "v".into(), 4, 1 << 20));
+        let subscription = Subscription::new(None, queue.clone());
+        assert_eq!(take(&subscription), None);
+        assert!(queue.push(Some(&changes(5, 3)), 5));
+        assert!(queue.push(None, 6));
+        assert_eq!(take(&subscription).as_deref(), Some("changes 5"));
+        assert_eq!(take(&subscription).as_deref(), Some("progress 6"));
+        assert_eq!(take(&subscription), None);
+        assert_eq!(queue.stats().delivered_epoch, 6);
+    }
+
+    #[test]
+    fn past_the_bound_it_ends_and_drops_its_changes() {
+        let one = changes(5, 1000).bytes;
+        let queue = Arc::new(SubscriptionQueue::new(1, "v".into(), 4, one + one / 2));
+        let subscription = Subscription::new(None, queue.clone());
+        // An epoch over the bound is taken when the queue is empty.
+        assert!(queue.push(Some(&changes(5, 2000)), 5));
+        assert_eq!(take(&subscription).as_deref(), Some("changes 5"));
+        assert!(queue.push(Some(&changes(6, 1000)), 6));
+        assert!(!queue.push(Some(&changes(7, 1000)), 7), "past the bound");
+        assert_eq!(queue.stats().buffered_bytes, 0);
+        let error = take(&subscription).expect("the error");
+        assert!(
+            error.starts_with("error the subscription to \"v\" ended"),
+            "{error}"
+        );
+        assert!(queue.is_over());
+    }
+
+    #[test]
+    fn a_dropped_subscription_is_over() {
+        let queue = Arc::new(SubscriptionQueue::new(1, "v".into(), 4, 1 << 20));
+        drop(Subscription::new(None, queue.clone()));
+        assert!(queue.is_over());
+        assert!(!queue.push(Some(&changes(5, 1)), 5));
+    }
+}

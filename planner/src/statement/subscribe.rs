@@ -191,6 +191,11 @@ fn parse_options(
                 )))
             }
         };
+        if !matches!(key.as_str(), "snapshot" | "progress") {
+            return Err(PlanError::InvalidParameter(format!(
+                "unrecognized SUBSCRIBE option \"{key}\" (known: snapshot, progress)"
+            )));
+        }
         i += 1;
         let value = if rest.get(i) == Some(&Token::Eq) {
             let value = match rest.get(i + 1) {
@@ -215,12 +220,7 @@ fn parse_options(
         };
         match key.as_str() {
             "snapshot" => statement.snapshot = Some(flag),
-            "progress" => statement.progress = flag,
-            other => {
-                return Err(PlanError::InvalidParameter(format!(
-                    "unrecognized SUBSCRIBE option \"{other}\" (known: snapshot, progress)"
-                )))
-            }
+            _ => statement.progress = flag,
         }
         match rest.get(i) {
             Some(Token::Comma) => i += 1,
