@@ -11,6 +11,8 @@
 //! - `nexmark-files`: the generator's person, auction and bid events as JSON-lines files.
 //! - `recovery`: kill -9 with 250 MB to 1 GB kept, restart: time to accept and to catch up.
 //! - `store`: the store alone: epochs of random keys committed, then read back in ranges.
+//! - `sink`: a Kafka sink from a 10 M-row view: messages/s and per CPU-second, then
+//!   INSERT-to-readable latency.
 //! - `serve`: point lookups, range queries and full scans on 10 M-row views, alone and from
 //!   64 clients during ingestion.
 //!
@@ -31,6 +33,7 @@ mod query_answers;
 mod recovery;
 mod serve;
 mod serve_mix;
+mod sink;
 mod startup;
 mod store;
 
@@ -66,6 +69,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// The store alone: commits of random keys, then range reads (no server).
     Store(store::StoreArgs),
+    /// A Kafka sink from a 10 M-row view: throughput, then INSERT-to-readable latency.
+    Sink(sink::SinkArgs),
 }
 
 #[tokio::main]
@@ -81,5 +86,6 @@ async fn main() -> Result<()> {
         Command::Recovery(args) => recovery::run(args).await,
         Command::Serve(args) => serve::run(args).await,
         Command::Store(args) => store::run(args),
+        Command::Sink(args) => sink::run(args).await,
     }
 }

@@ -47,6 +47,9 @@ pub enum ExecError {
     /// More memory than a limit allows (53200), e.g. a view's state past its budget.
     #[error("{0}")]
     OutOfMemory(String),
+    /// History that is no longer kept, e.g. `SUBSCRIBE ... AS OF` an epoch too old (72000).
+    #[error("{0}")]
+    SnapshotTooOld(String),
     /// A bug met while running the statement (XX000): its epoch was abandoned.
     #[error("internal error: {0}")]
     Internal(String),

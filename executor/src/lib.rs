@@ -18,6 +18,8 @@
 //! - [`engine`]: the epoch loop: applies DML, runs barriers, commits each epoch atomically.
 //! - [`sink`]: each epoch's changes of a table or view into a sink log, shipped out by a
 //!   sender thread (Kafka) exactly once.
+//! - [`subscribe`]: each epoch's committed changes of a table or view, handed to a client
+//!   (`SUBSCRIBE`) through a bounded queue.
 //! - [`formats`]: JSON values and Debezium's envelope, as sinks write them.
 
 pub mod aggregate;
@@ -39,6 +41,7 @@ pub mod sink;
 pub mod state_size;
 pub mod state_table;
 pub mod stats;
+pub mod subscribe;
 pub mod table;
 pub mod temporal_filter;
 pub mod top_n;

@@ -30,6 +30,57 @@ pub struct FetchStatement {
     pub count: FetchCount,
     /// `MOVE`: skip the rows instead of returning them.
     pub move_only: bool,
+    /// `WITH (timeout = '1s')`: on a cursor over a `SUBSCRIBE`, how long to wait for a row
+    /// when none is ready (`None`: until one comes).
+    pub timeout: Option<std::time::Duration>,
+}
+
+/// `WITH (timeout = '...')` at the end of a FETCH: the timeout, and the tokens before it.
+fn take_timeout(tokens: &[Token]) -> Result<(Option<std::time::Duration>, &[Token])> {
+    let syntax = |what: &str| PlanError::Syntax(format!("{what} in FETCH ... WITH (...)"));
+    let Some(with) = tokens.iter().position(
+        |t| matches!(t, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("WITH")),
+    ) else {
+        return Ok((None, tokens));
+    };
+    let option = &tokens[with + 1..];
+    let value = match option {
+        [Token::LParen, Token::Word(key), Token::Eq, value, Token::RParen]
+            if key.value.eq_ignore_ascii_case("timeout") =>
+        {
+            match value {
+                Token::SingleQuotedString(s) => s.clone(),
+                Token::Number(n, _) => n.clone(),
+                _ => return Err(syntax("timeout needs a duration ('1s', '500ms')")),
+            }
+        }
+        _ => return Err(syntax("expected (timeout = '...')")),
+    };
+    let timeout = parse_duration(&value).ok_or_else(|| {
+        PlanError::InvalidParameter(format!(
+            "FETCH timeout '{value}': expected a duration such as '1s', '500ms' or '2 minutes'"
+        ))
+    })?;
+    Ok((Some(timeout), &tokens[..with]))
+}
+
+/// `'1s'`, `'500ms'`, `'2 minutes'`, `'0'` (seconds when no unit is given).
+fn parse_duration(text: &str) -> Option<std::time::Duration> {
+    let text = text.trim().to_ascii_lowercase();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let seconds = match unit.trim() {
+        "" | "s" | "sec" | "secs" | "second" | "seconds" => number,
+        "ms" | "millisecond" | "milliseconds" => number / 1000.0,
+        "us" | "microsecond" | "microseconds" => number / 1e6,
+        "m" | "min" | "mins" | "minute" | "minutes" => number * 60.0,
+        "h" | "hour" | "hours" => number * 3600.0,
+        _ => return None,
+    };
+    std::time::Duration::try_from_secs_f64(seconds).ok()
 }
 
 /// Parses a `FETCH` or `MOVE` from its significant tokens (the first one is the verb).
@@ -56,6 +107,7 @@ pub(crate) fn parse_fetch(tokens: &[Token]) -> Result<FetchStatement> {
         }
     };
     let move_only = tokens.first().and_then(word).as_deref() == Some("MOVE");
+    let (timeout, tokens) = take_timeout(tokens)?;
     let mut rest = &tokens[1..];
     let after = |n: usize| rest.get(n..).unwrap_or(&[]);
     let (count, used) = match rest.first().and_then(word).as_deref() {
@@ -101,6 +153,7 @@ pub(crate) fn parse_fetch(tokens: &[Token]) -> Result<FetchStatement> {
         cursor,
         count,
         move_only,
+        timeout,
     })
 }
 
@@ -146,5 +199,25 @@ mod tests {
         let moved = parse("MOVE 5 IN C");
         assert!(moved.move_only);
         assert_eq!(moved.cursor, "c");
+    }
+
+    #[test]
+    fn fetch_timeouts() {
+        use std::time::Duration;
+        let fetch = parse("FETCH 100 FROM c WITH (timeout = '1s')");
+        assert_eq!(fetch.count, FetchCount::Forward(100));
+        assert_eq!(fetch.cursor, "c");
+        assert_eq!(fetch.timeout, Some(Duration::from_secs(1)));
+        assert_eq!(
+            parse("FETCH ALL c WITH (TIMEOUT = '250ms')").timeout,
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            parse("FETCH c WITH (timeout = '0')").timeout,
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse("FETCH c").timeout, None);
+        assert_eq!(parse_duration("2 minutes"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("soon"), None);
     }
 }

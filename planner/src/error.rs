@@ -27,6 +27,9 @@ pub enum PlanError {
     /// The statement's time ran out (57014), e.g. while it was parsed.
     #[error("{0}")]
     Canceled(String),
+    /// An option with a value it does not take, or an option it does not know (22023).
+    #[error("{0}")]
+    InvalidParameter(String),
     /// A qualified name whose schema is not one of Eddy's (3F000).
     #[error("{0}")]
     UndefinedSchema(String),

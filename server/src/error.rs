@@ -53,6 +53,7 @@ impl From<PlanError> for ServerError {
             | PlanError::LimitExceeded(m)
             | PlanError::Canceled(m)
             | PlanError::OutOfRange(m)
+            | PlanError::InvalidParameter(m)
             | PlanError::UndefinedSchema(m) => Self::new(code, m),
         }
     }
@@ -69,6 +70,7 @@ fn plan_error_code(e: &PlanError) -> Option<&'static str> {
         PlanError::Canceled(_) => "57014",
         PlanError::OutOfRange(_) => "22008",
         PlanError::UndefinedSchema(_) => "3F000",
+        PlanError::InvalidParameter(_) => "22023",
         PlanError::DataFusion(_) => return None,
     })
 }
@@ -83,6 +85,7 @@ impl From<ExecError> for ServerError {
             ExecError::Constraint(m) => Self::new("23505", m),
             ExecError::NotSupported(m) => Self::new("0A000", m),
             ExecError::OutOfMemory(m) => Self::new("53200", m),
+            ExecError::SnapshotTooOld(m) => Self::new("72000", m),
             ExecError::Internal(_) => Self::new("XX000", e.to_string()),
             ExecError::InvalidOption(m) => Self::new("22023", m),
             ExecError::UndefinedColumn(m) => Self::new("42703", m),

@@ -75,6 +75,13 @@ struct Args {
     /// 4 KiB). State beyond it stays in the store and is read back as keys need it.
     #[arg(long, env = "EDDY_STATE_CACHE_MIB", default_value_t = 1024.0)]
     state_cache_mib: f64,
+    /// The changes one subscription's client may leave unread (`SUBSCRIBE`); past it the
+    /// subscription ends with 53200.
+    #[arg(long, env = "EDDY_SUBSCRIBE_BUFFER", default_value = "64MiB", value_parser = eddy_server::limits::parse_size)]
+    subscribe_buffer: usize,
+    /// The recent changes kept per subscribed table or view, for `SUBSCRIBE ... AS OF`.
+    #[arg(long, env = "EDDY_SUBSCRIBE_HISTORY", default_value = "64MiB", value_parser = eddy_server::limits::parse_size)]
+    subscribe_history: usize,
     /// The memory all views' state may hold together: past it the largest view fails.
     #[arg(long, env = "EDDY_STATE_MEMORY_LIMIT", default_value = "8GiB", value_parser = eddy_server::limits::parse_size)]
     state_memory_limit: usize,
@@ -146,6 +153,7 @@ async fn serve() -> anyhow::Result<()> {
     let engine = EngineHandle::start(store.clone(), args.checkpoint_interval)?;
     engine.set_state_budget(args.view_state_memory_limit, args.state_memory_limit);
     engine.set_state_cache((args.state_cache_mib.max(0.0) * 1048576.0) as usize);
+    engine.set_subscribe_limits(args.subscribe_buffer, args.subscribe_history);
     let db = eddy_server::context::open_database(store, engine.clone())
         .await
         .map_err(|e| anyhow::anyhow!("cannot restore the catalog: {e}"))?;

@@ -19,6 +19,7 @@ impl Engine {
     pub(super) fn reload(&mut self) -> Result<()> {
         self.epoch_writes = EpochBatch::default();
         self.dirty = false;
+        self.subscriptions.abandon_pending();
         self.counters = Self::load_counters(self.store.as_ref())?;
         let table_feeds: BTreeMap<String, SourceSpec> = std::mem::take(&mut self.feeds)
             .into_iter()

@@ -180,6 +180,7 @@ impl Engine {
         self.counters = counters;
         self.dirty = false;
         self.sinks_committed();
+        self.subscriptions_committed(epoch);
         if let Some(observer) = self.commit_observer.get() {
             observer(&CommitReport {
                 epoch,

@@ -62,6 +62,7 @@ impl Engine {
             return Ok(());
         }
         self.take_for_sinks(upstream, &messages);
+        self.take_for_subscriptions(upstream, &messages);
         let readers: Vec<String> = self
             .views
             .values()

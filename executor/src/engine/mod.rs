@@ -11,7 +11,8 @@
 //! itself: [`run_loop`] (start, loop, commands), [`data_flow`] (rows into tables and through
 //! views), [`commit`] (the epoch's one write, then acknowledgements), [`stats_publish`]; and
 //! per kind of object: [`catalog`], [`sources`], [`sinks`] (with [`backpressure`]),
-//! [`indexes`], [`plain_views`], with [`view_failure`] for a view that failed alone.
+//! [`indexes`], [`plain_views`], [`subscriptions`], with [`view_failure`] for a view that
+//! failed alone.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -42,6 +43,7 @@ mod run_loop;
 mod sinks;
 mod sources;
 mod stats_publish;
+mod subscriptions;
 mod unrestored;
 mod view_failure;
 
@@ -159,6 +161,13 @@ enum Command {
     Flush {
         reply: Reply<u64>,
     },
+    /// A subscription to a table's or view's changes, from the next commit (after `as_of`
+    /// when given, else with the store as of that commit for its snapshot).
+    Subscribe {
+        relation: String,
+        as_of: Option<u64>,
+        reply: Reply<crate::subscribe::Subscription>,
+    },
     Recover {
         reply: Reply<()>,
     },
@@ -178,6 +187,7 @@ pub struct EngineHandle {
     commit_observer: Arc<OnceLock<CommitObserver>>,
     state_budget: Arc<StateBudget>,
     state_cache: Arc<StateCache>,
+    subscriptions: Arc<crate::subscribe::SubscriptionRegistry>,
 }
 
 impl EngineHandle {
@@ -191,6 +201,7 @@ impl EngineHandle {
         engine.commit_observer = commit_observer.clone();
         let state_budget = engine.state_budget.clone();
         let state_cache = engine.state_cache.clone();
+        let subscriptions = engine.subscriptions.registry.clone();
         engine.publish_stats();
         // Evaluating an expression as deep as the server's depth limit allows recurses once
         // per level: the default 2 MiB stack is too small for that in a debug build.
@@ -205,7 +216,35 @@ impl EngineHandle {
             commit_observer,
             state_budget,
             state_cache,
+            subscriptions,
         })
+    }
+
+    /// Sets what a subscription's client may leave unread before it ends (bytes), and the
+    /// recent changes kept per subscribed relation for `AS OF` (bytes).
+    pub fn set_subscribe_limits(&self, buffer_bytes: usize, history_bytes: usize) {
+        self.subscriptions.set_limits(buffer_bytes, history_bytes);
+    }
+
+    /// The subscriptions running.
+    pub fn subscriptions(&self) -> Vec<crate::subscribe::SubscriptionStats> {
+        self.subscriptions.stats()
+    }
+
+    /// Subscribes to the committed changes of table or materialized view `relation`: from
+    /// the next commit, with the store as of it for the snapshot; or, `as_of`, every change
+    /// after that epoch (while the relation's history holds them).
+    pub async fn subscribe(
+        &self,
+        relation: String,
+        as_of: Option<u64>,
+    ) -> Result<crate::subscribe::Subscription> {
+        self.request(|reply| Command::Subscribe {
+            relation,
+            as_of,
+            reply,
+        })
+        .await
     }
 
     /// Sets how much memory the operators' state caches may hold together (bytes).
@@ -499,6 +538,7 @@ struct Engine {
     state_cache: Arc<StateCache>,
     /// Objects a reload could not restore yet (see `unrestored`).
     unrestored: Vec<(CatalogEntry, Restore)>,
+    subscriptions: subscriptions::Subscriptions,
 }
 
 /// A FLUSH over running feeds: done when each feed reaches what its source held then.

@@ -26,6 +26,7 @@ impl Engine {
             state_budget: Arc::new(StateBudget::default()),
             state_cache: Arc::new(StateCache::default()),
             unrestored: Vec::new(),
+            subscriptions: Default::default(),
         })
     }
 
@@ -125,6 +126,7 @@ impl Engine {
                 .any(|v| v.graph.is_some() && v.plan.uses_wall_clock());
             if !self.acks.is_empty()
                 || building
+                || self.subscriptions.starting()
                 || ((self.dirty || clocked || self.sinks_need_commit()) && due)
                 || stop.is_some()
             {
@@ -301,6 +303,11 @@ impl Engine {
                     });
                 }
             }
+            Command::Subscribe {
+                relation,
+                as_of,
+                reply,
+            } => self.subscribe(relation, as_of, reply),
             Command::Recover { reply } => {
                 self.fail_pending("the epoch was abandoned by RECOVER");
                 let _ = reply.send(self.reload());

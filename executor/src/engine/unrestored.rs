@@ -37,6 +37,7 @@ impl Command {
             | Command::Delete { reply, .. }
             | Command::Update { reply, .. }
             | Command::Flush { reply } => drop(reply.send(Err(error))),
+            Command::Subscribe { reply, .. } => drop(reply.send(Err(error))),
         }
     }
 }

@@ -16,6 +16,7 @@ use crate::{PlanError, Result};
 
 mod create_sink;
 mod create_source;
+mod subscribe;
 #[cfg(test)]
 mod tests;
 mod tokens;
@@ -23,6 +24,7 @@ mod tokens;
 pub use create_sink::SinkDef;
 use create_sink::*;
 use create_source::*;
+pub use subscribe::{SubscribeOutput, SubscribeStatement};
 pub(crate) use tokens::matching_paren;
 use tokens::*;
 
@@ -101,6 +103,11 @@ pub enum EddyStatement {
     ShowMaterializedViews,
     ShowSources,
     ShowSinks,
+    /// `SUBSCRIBE ...`, bare, in `COPY (...) TO STDOUT` or in `DECLARE ... CURSOR FOR`.
+    Subscribe {
+        subscribe: Box<SubscribeStatement>,
+        output: SubscribeOutput,
+    },
     /// `FETCH` or `MOVE` on a cursor.
     Fetch(crate::cursor_statement::FetchStatement),
     /// Anything else: handed to DataFusion (queries, DML, SET, SHOW, EXPLAIN, ...).
@@ -256,6 +263,15 @@ fn parse_one(mut tokens: Vec<Token>, budget: &ParseBudget) -> Result<EddyStateme
     }
     if only(&["SHOW", "SINKS"]) {
         return Ok(EddyStatement::ShowSinks);
+    }
+    if starts_with(&w, &["SUBSCRIBE"]) {
+        return Ok(EddyStatement::Subscribe {
+            subscribe: Box::new(subscribe::parse_subscribe(&tokens)?),
+            output: SubscribeOutput::Rows,
+        });
+    }
+    if let Some(wrapped) = subscribe::parse_wrapped(&tokens, budget)? {
+        return Ok(wrapped);
     }
     if starts_with(&w, &["FETCH"]) || starts_with(&w, &["MOVE"]) {
         let significant: Vec<Token> = tokens.into_iter().filter(|t| !is_trivia(t)).collect();

@@ -202,3 +202,69 @@ fn drop_and_show_sinks() {
     assert!(if_exists);
     assert!(matches!(parsed[1].statement, EddyStatement::ShowSinks));
 }
+
+fn subscribe(sql: &str) -> (SubscribeStatement, SubscribeOutput) {
+    let mut parsed = parse_statements(sql).unwrap();
+    match parsed.remove(0).statement {
+        EddyStatement::Subscribe { subscribe, output } => (*subscribe, output),
+        other => panic!("not a subscribe: {other:?}"),
+    }
+}
+
+#[test]
+fn subscribe_forms() {
+    let (s, output) = subscribe("SUBSCRIBE TO per_minute");
+    assert_eq!(s.relation.as_deref(), Some("per_minute"));
+    assert!(matches!(output, SubscribeOutput::Rows));
+    assert_eq!((s.snapshot, s.progress, s.as_of), (None, false, None));
+
+    let (s, _) = subscribe("SUBSCRIBE \"Mixed\" WITH (snapshot = false, PROGRESS) AS OF 42");
+    assert_eq!(s.relation.as_deref(), Some("Mixed"));
+    assert_eq!(
+        (s.snapshot, s.progress, s.as_of),
+        (Some(false), true, Some(42))
+    );
+
+    let (s, output) = subscribe(
+        "COPY (SUBSCRIBE TO (SELECT a, b * 2 FROM v WHERE a > 1) WITH (progress = 'true')) TO STDOUT WITH (FORMAT csv)",
+    );
+    assert!(s.relation.is_none());
+    assert_eq!(
+        s.query.unwrap().to_string(),
+        "SELECT a, b * 2 FROM v WHERE a > 1"
+    );
+    assert!(s.progress);
+    let SubscribeOutput::Copy(copy) = output else {
+        panic!("not a COPY");
+    };
+    assert_eq!(copy.to_string(), "COPY (SELECT 1) TO STDOUT (FORMAT csv)");
+
+    let (s, output) = subscribe("DECLARE c CURSOR WITH HOLD FOR SUBSCRIBE v AS OF AT LEAST 7");
+    assert_eq!((s.relation.as_deref(), s.as_of), (Some("v"), Some(7)));
+    let SubscribeOutput::Cursor(declare) = output else {
+        panic!("not a DECLARE");
+    };
+    assert!(declare
+        .to_string()
+        .starts_with("DECLARE c CURSOR WITH HOLD FOR SELECT 1"));
+}
+
+#[test]
+fn subscribe_errors() {
+    for (sql, what) in [
+        ("SUBSCRIBE TO", "relation name"),
+        (
+            "SUBSCRIBE v WITH (snapshot = maybe)",
+            "expected true or false",
+        ),
+        (
+            "SUBSCRIBE v WITH (envelope = 'x')",
+            "unrecognized SUBSCRIBE option",
+        ),
+        ("SUBSCRIBE v AS OF now()", "AS OF needs an epoch"),
+        ("SUBSCRIBE v LIMIT 3", "unexpected"),
+    ] {
+        let error = parse_statements(sql).unwrap_err().to_string();
+        assert!(error.contains(what), "{sql}: {error}");
+    }
+}

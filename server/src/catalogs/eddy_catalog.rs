@@ -30,6 +30,7 @@ const TABLES: &[&str] = &[
     "source_progress",
     "sources",
     "state_tables",
+    "subscriptions",
     "tables",
     "view_errors",
 ];
@@ -486,6 +487,7 @@ impl SchemaProvider for SystemSchema {
             "view_errors" => self.view_errors()?,
             "sinks" => crate::catalogs::sink_tables::sinks(&self.engine)?,
             "sink_errors" => crate::catalogs::sink_tables::sink_errors(&self.store)?,
+            "subscriptions" => crate::catalogs::sink_tables::subscriptions(&self.engine)?,
             _ => return Ok(None),
         };
         Ok(Some(Arc::new(MemTable::try_new(

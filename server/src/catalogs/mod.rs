@@ -1,7 +1,7 @@
 //! What drivers and tools read about the database: [`pg_catalog`] (Postgres' own catalog,
 //! with Eddy's objects and the functions tools call on connect), [`information_schema`], and
 //! Eddy's own schema, [`eddy_catalog`] (late rows, errors, progress; [`eddy_extension`] shows
-//! it as an extension; `sink_tables` has its sinks' tables).
+//! it as an extension; `sink_tables` has its sinks' and subscriptions' tables).
 
 pub mod eddy_catalog;
 pub mod eddy_extension;

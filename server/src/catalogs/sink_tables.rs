@@ -1,5 +1,7 @@
 //! `eddy_catalog.sinks` (each sink's state and how far behind its target it is, read live
-//! from its sender) and `eddy_catalog.sink_errors` (messages a target refused for good).
+//! from its sender), `eddy_catalog.sink_errors` (messages a target refused for good) and
+//! `eddy_catalog.subscriptions` (the `SUBSCRIBE`s running, with what their clients have not
+//! read yet).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -123,6 +125,34 @@ pub(crate) fn sink_errors(store: &Arc<dyn Store>) -> Result<RecordBatch> {
         (
             "refused_at",
             timestamps(errors.iter().map(|e| Some(e.at_ms * 1000))),
+        ),
+    ])
+}
+
+pub(crate) fn subscriptions(engine: &EngineHandle) -> Result<RecordBatch> {
+    let s = engine.subscriptions();
+    batch(vec![
+        ("id", ints(s.iter().map(|s| Some(s.id as i64)))),
+        ("relation", strings(s.iter().map(|s| s.relation.clone()))),
+        (
+            "start_epoch",
+            ints(s.iter().map(|s| Some(s.start_epoch as i64))),
+        ),
+        (
+            "delivered_epoch",
+            ints(s.iter().map(|s| Some(s.delivered_epoch as i64))),
+        ),
+        (
+            "committed_epoch",
+            ints(s.iter().map(|s| Some(s.committed_epoch as i64))),
+        ),
+        (
+            "buffered_bytes",
+            ints(s.iter().map(|s| Some(s.buffered_bytes as i64))),
+        ),
+        (
+            "buffer_limit",
+            ints(s.iter().map(|s| Some(s.buffer_limit as i64))),
         ),
     ])
 }

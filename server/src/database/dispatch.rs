@@ -132,6 +132,9 @@ impl Database {
             EddyStatement::ShowSources => Ok(self.show(|o| matches!(o, Object::Source(_)))),
             EddyStatement::ShowTables => Ok(self.show(|o| matches!(o, Object::Table(_)))),
             EddyStatement::ShowMaterializedViews => Ok(self.show(|o| matches!(o, Object::View(_)))),
+            EddyStatement::Subscribe { .. } => Err(ServerError::not_supported(
+                "SUBSCRIBE streams without end: read it with COPY (SUBSCRIBE ...) TO STDOUT (psql prints the rows as they come) or DECLARE c CURSOR FOR SUBSCRIBE ... then FETCH n FROM c [WITH (timeout = '1s')]",
+            )),
             EddyStatement::Fetch(fetch) => Err(ServerError::new(
                 "34000",
                 format!("cursor \"{}\" does not exist", fetch.cursor),

@@ -14,6 +14,7 @@ pub(crate) mod queries;
 pub(crate) mod sinks;
 pub(crate) mod source_schemas;
 pub(crate) mod sources;
+pub(crate) mod subscribe;
 pub(crate) mod views;
 
 use std::collections::{BTreeMap, HashMap};

@@ -1,7 +1,8 @@
 //! Reading stored rows for a query: the indexes reads can use ([`indexes`]), tables as DataFusion providers ([`provider`]) over key
 //! ranges ([`key_ranges`]) and snapshot scans ([`stored_scan`]), how many full scans run at
 //! once ([`scan_admission`]), each query's memory ([`query_memory`]), its CPU as blocking
-//! sections ([`blocking_polls`]), and the statements running now ([`activity`]).
+//! sections ([`blocking_polls`]), the statements running now ([`activity`]), and a
+//! subscription's snapshot and changes as rows ([`subscription_rows`]).
 
 pub mod activity;
 pub mod blocking_polls;
@@ -12,3 +13,4 @@ pub mod provider;
 pub mod query_memory;
 pub mod scan_admission;
 pub mod stored_scan;
+pub mod subscription_rows;

@@ -29,6 +29,13 @@ pub struct QuerySnapshot {
 }
 
 impl QuerySnapshot {
+    /// Reads from `snapshot` (a subscription's, taken at the commit it starts at).
+    pub fn fixed(snapshot: Arc<Snapshot>) -> Self {
+        Self {
+            snapshot: OnceLock::from(snapshot),
+        }
+    }
+
     fn get(&self, store: &dyn Store) -> Result<Arc<Snapshot>> {
         if let Some(snapshot) = self.snapshot.get() {
             return Ok(snapshot.clone());

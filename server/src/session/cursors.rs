@@ -5,6 +5,8 @@
 //! NO SCROLL cursor) and keeps no rows it sent; a SCROLL cursor keeps the rows it has pulled,
 //! so that it can go back to them (`PRIOR`, `BACKWARD`, `ABSOLUTE`, `RELATIVE`, `FIRST`,
 //! `LAST`), with Postgres' positions: 0 before the first row, n + 1 after the last.
+//! A cursor over a `SUBSCRIBE` never ends: a FETCH returns the rows ready once it has one,
+//! waiting for the first up to `WITH (timeout = '...')`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,9 +16,11 @@ use datafusion::arrow::compute::take_record_batch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::error::DataFusionError;
 use datafusion::execution::SendableRecordBatchStream;
-use datafusion::sql::sqlparser::ast::{CloseCursor, DeclareType, Statement};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::sql::sqlparser::ast::{CloseCursor, Declare, DeclareType, Statement};
 use eddy_planner::cursor_statement::{FetchCount, FetchStatement};
-use futures::StreamExt;
+use eddy_planner::statement::SubscribeStatement;
+use futures::{FutureExt, StreamExt};
 use pgwire::api::ClientInfo;
 use pgwire::messages::response::TransactionStatus;
 use tokio::sync::Mutex;
@@ -46,6 +50,9 @@ struct Cursor {
     position: u64,
     /// A forward-only cursor went past its last row.
     past_end: bool,
+    /// Over a `SUBSCRIBE`: its rows never end, and a FETCH returns the rows that are ready
+    /// once it has one (waiting for the first up to its timeout).
+    subscription: bool,
 }
 
 /// A connection's cursors by name, kept in its session extensions.
@@ -110,19 +117,9 @@ pub async fn execute<C: ClientInfo>(
                     kept_bytes: 0,
                     position: 0,
                     past_end: false,
+                    subscription: false,
                 };
-                let Some(name) = declare.names.first().map(identifier) else {
-                    return Err(ServerError::new("42601", "DECLARE needs a cursor name"));
-                };
-                let all = cursors(client);
-                let mut open = all.0.lock().await;
-                if open.contains_key(&name) {
-                    return Err(ServerError::new(
-                        "42P03",
-                        format!("cursor \"{name}\" already exists"),
-                    ));
-                }
-                open.insert(name, cursor);
+                open_cursor(client, declare, cursor).await?;
             }
             Ok(Outcome::command("DECLARE CURSOR"))
         }
@@ -146,6 +143,78 @@ pub async fn execute<C: ClientInfo>(
     }
 }
 
+/// Opens `cursor` under the name `declare` gives it (42P03 when one is open by that name).
+async fn open_cursor<C: ClientInfo>(client: &C, declare: &Declare, cursor: Cursor) -> Result<()> {
+    let Some(name) = declare.names.first().map(identifier) else {
+        return Err(ServerError::new("42601", "DECLARE needs a cursor name"));
+    };
+    let all = cursors(client);
+    let mut open = all.0.lock().await;
+    if open.contains_key(&name) {
+        return Err(ServerError::new(
+            "42P03",
+            format!("cursor \"{name}\" already exists"),
+        ));
+    }
+    open.insert(name, cursor);
+    Ok(())
+}
+
+/// `DECLARE c CURSOR FOR SUBSCRIBE ...`: each FETCH returns the subscription's next rows,
+/// waiting for the first up to its `timeout`.
+pub async fn declare_subscription<C: ClientInfo>(
+    db: &Database,
+    client: &C,
+    declare: &Statement,
+    subscribe: &SubscribeStatement,
+) -> Result<Outcome> {
+    let Statement::Declare { stmts } = declare else {
+        return Err(ServerError::internal("not a DECLARE"));
+    };
+    let [declare] = stmts.as_slice() else {
+        return Err(ServerError::not_supported("DECLARE of several cursors"));
+    };
+    let hold = declare.hold == Some(true);
+    if !hold && client.transaction_status() == TransactionStatus::Idle {
+        return Err(ServerError::new(
+            "25P01",
+            "DECLARE CURSOR can only be used in transaction blocks",
+        ));
+    }
+    if declare.scroll == Some(true) {
+        return Err(ServerError::not_supported(
+            "a SCROLL cursor over SUBSCRIBE: its rows are not kept",
+        ));
+    }
+    let rows = db.subscribe(subscribe).await?;
+    let schema = rows.schema();
+    let stream = futures::stream::unfold(rows, |mut rows| async move {
+        let batch = rows
+            .next()
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)));
+        Some((batch, rows))
+    });
+    let cursor = Cursor {
+        stream: Box::pin(RecordBatchStreamAdapter::new(schema.clone(), stream)),
+        schema,
+        pending: None,
+        binary: declare.binary == Some(true),
+        hold,
+        scroll: false,
+        pulled: Vec::new(),
+        pulled_rows: 0,
+        exhausted: false,
+        memory_limit: db.query_memory_limit(),
+        kept_bytes: 0,
+        position: 0,
+        past_end: false,
+        subscription: true,
+    };
+    open_cursor(client, declare, cursor).await?;
+    Ok(Outcome::command("DECLARE CURSOR"))
+}
+
 fn identifier(name: &datafusion::sql::sqlparser::ast::Ident) -> String {
     match name.quote_style {
         Some(_) => name.value.clone(),
@@ -166,6 +235,8 @@ pub async fn fetch<C: ClientInfo>(client: &C, fetch: &FetchStatement) -> Result<
         .ok_or_else(|| missing(&fetch.cursor))?;
     let (batches, rows) = if cursor.scroll {
         cursor.scroll_to(fetch.count).await?
+    } else if cursor.subscription {
+        cursor.forward_live(fetch.count, fetch.timeout).await?
     } else {
         cursor.forward(fetch.count).await?
     };
@@ -254,6 +325,58 @@ impl Cursor {
             self.position += 1;
             self.past_end = true;
         }
+        Ok((batches, rows))
+    }
+
+    /// A cursor over a `SUBSCRIBE`: up to `count` rows, those ready once there is one; the
+    /// first waited for up to `timeout` (none: until it comes).
+    async fn forward_live(
+        &mut self,
+        count: FetchCount,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<(Vec<RecordBatch>, u64)> {
+        let mut wanted = match count {
+            FetchCount::Forward(n) => n,
+            FetchCount::ForwardAll => u64::MAX,
+            _ => return Err(only_forward()),
+        };
+        let mut batches = Vec::new();
+        let mut rows = 0u64;
+        while wanted > 0 {
+            let batch = match self.pending.take() {
+                Some(batch) => batch,
+                None if rows > 0 => match self.stream.next().now_or_never() {
+                    Some(Some(batch)) => batch?,
+                    _ => break,
+                },
+                None => {
+                    let next = self.stream.next();
+                    let next = match timeout {
+                        Some(limit) => match tokio::time::timeout(limit, next).await {
+                            Ok(next) => next,
+                            Err(_) => break,
+                        },
+                        None => next.await,
+                    };
+                    match next {
+                        Some(batch) => batch?,
+                        None => break,
+                    }
+                }
+            };
+            let available = batch.num_rows() as u64;
+            if available > wanted {
+                let take = wanted as usize;
+                self.pending = Some(batch.slice(take, batch.num_rows() - take));
+                batches.push(batch.slice(0, take));
+                rows += wanted;
+                break;
+            }
+            wanted -= available;
+            rows += available;
+            batches.push(batch);
+        }
+        self.position += rows;
         Ok((batches, rows))
     }
 
@@ -402,6 +525,8 @@ pub async fn next_rows<C: ClientInfo>(
     };
     let fetched = if cursor.scroll {
         cursor.scroll_to(count).await
+    } else if cursor.subscription {
+        cursor.forward_live(count, None).await
     } else {
         cursor.forward(count).await
     };

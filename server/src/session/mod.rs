@@ -1,5 +1,6 @@
 //! The statements a session answers itself, without the database: its settings (`SET`,
-//! `SHOW`, `RESET`), SQL cursors (`DECLARE`, `FETCH`, `MOVE`, `CLOSE`), `PREPARE`/`EXECUTE`,
+//! `SHOW`, `RESET`), SQL cursors (`DECLARE`, `FETCH`, `MOVE`, `CLOSE`; over a query or a
+//! `SUBSCRIBE`), `PREPARE`/`EXECUTE`,
 //! `DEALLOCATE`/`DISCARD`, `LOCK`, and the transaction a query string runs in
 //! ([`transactions`]). Each kind is a [`Hook`]: the first hook that claims a statement
 //! answers it; what no hook claims goes to the database.
@@ -15,7 +16,7 @@ pub mod statement_shape;
 pub mod transactions;
 
 use datafusion::sql::sqlparser::ast::Statement;
-use eddy_planner::statement::ParsedStatement;
+use eddy_planner::statement::{ParsedStatement, SubscribeOutput};
 use eddy_planner::EddyStatement;
 use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore};
@@ -72,6 +73,10 @@ impl Hook {
     pub fn claims(self, statement: &EddyStatement) -> bool {
         let sql = match statement {
             EddyStatement::Fetch(_) => return self == Hook::Fetch,
+            EddyStatement::Subscribe {
+                output: SubscribeOutput::Cursor(_),
+                ..
+            } => return self == Hook::Cursor,
             EddyStatement::Sql(sql) => sql.as_ref(),
             _ => return false,
         };
@@ -110,6 +115,18 @@ where
                     .await
                     .map(|(outcome, binary)| Answer { outcome, binary }),
             )
+        }
+        EddyStatement::Subscribe {
+            subscribe,
+            output: SubscribeOutput::Cursor(declare),
+        } => {
+            let zone = settings::setting(client.metadata(), "timezone");
+            let declared = cursors::declare_subscription(db, client, declare, subscribe);
+            return Some(
+                session_time_zone::within(zone, declared)
+                    .await
+                    .map(Answer::from),
+            );
         }
         EddyStatement::Sql(sql) => sql.as_ref(),
         _ => return None,

@@ -3,6 +3,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::sql::sqlparser::ast::{
     CopyLegacyCsvOption, CopyLegacyOption, CopyOption, CopySource, CopyTarget, Ident, ObjectName,
     Query, Statement,
@@ -13,8 +15,9 @@ use eddy_planner::statement::ParsedStatement;
 use eddy_planner::EddyStatement;
 use futures::stream;
 use pgwire::api::portal::Format;
-use pgwire::api::results::{CopyCsvOptions, CopyEncoder, CopyResponse, CopyTextOptions};
+use pgwire::api::results::{CopyCsvOptions, CopyEncoder, CopyResponse, CopyTextOptions, FieldInfo};
 use pgwire::messages::copy::CopyData;
+use pgwire::types::format::FormatOptions;
 
 use crate::database::{Database, Outcome};
 use crate::error::{Result, ServerError};
@@ -120,12 +123,8 @@ fn table_query(table_name: &ObjectName, columns: &[Ident]) -> Result<Query> {
         .map_err(|e| ServerError::new("42601", e.to_string()))
 }
 
-/// Runs a `COPY ... TO STDOUT` and returns the rows as COPY data.
-pub async fn copy_out(
-    db: &Database,
-    statement: &Statement,
-    metadata: &HashMap<String, String>,
-) -> Result<CopyResponse> {
+/// The target and options of a `COPY ... TO STDOUT`, checked: its spec.
+fn copy_spec(statement: &Statement) -> Result<(CopySpec, &CopySource)> {
     let Statement::Copy {
         source,
         to,
@@ -147,7 +146,131 @@ pub async fn copy_out(
             "COPY TO {target}: only TO STDOUT"
         )));
     }
-    let spec = spec(options, legacy_options)?;
+    Ok((spec(options, legacy_options)?, source))
+}
+
+/// Rows written as COPY data, in the format a `COPY ... TO STDOUT` asked for.
+pub(crate) struct CopyWriter {
+    encoder: CopyEncoder,
+    fields: Arc<Vec<FieldInfo>>,
+    options: Arc<FormatOptions>,
+    /// The CSV header line, until it is sent.
+    header: Option<Vec<u8>>,
+    binary: bool,
+}
+
+impl CopyWriter {
+    /// A writer of rows of `schema` as `statement` (a `COPY ... TO STDOUT`) asks.
+    pub(crate) fn new(
+        statement: &Statement,
+        schema: &SchemaRef,
+        metadata: &HashMap<String, String>,
+    ) -> Result<Self> {
+        let (spec, _) = copy_spec(statement)?;
+        Self::with_spec(&spec, schema, metadata)
+    }
+
+    fn with_spec(
+        spec: &CopySpec,
+        schema: &SchemaRef,
+        metadata: &HashMap<String, String>,
+    ) -> Result<Self> {
+        let binary = spec.format == CopyFormat::Binary;
+        let format = if binary {
+            Format::UnifiedBinary
+        } else {
+            Format::UnifiedText
+        };
+        let options = crate::session::settings::format_options(metadata);
+        let fields = Arc::new(crate::wire::result_columns::pg_fields(
+            schema,
+            &format,
+            Some(options.clone()),
+        )?);
+        let encoder = match spec.format {
+            CopyFormat::Binary => CopyEncoder::new_binary(fields.clone()),
+            CopyFormat::Text => {
+                let mut options = CopyTextOptions::default();
+                if let Some(c) = spec.delimiter {
+                    options.delimiter = c.to_string().into();
+                }
+                if let Some(n) = &spec.null {
+                    options.null_string = n.as_str().into();
+                }
+                CopyEncoder::new_text(fields.clone(), options)
+            }
+            CopyFormat::Csv => {
+                let mut options = CopyCsvOptions::default();
+                if let Some(c) = spec.delimiter {
+                    options.delimiter = c.to_string().into();
+                }
+                if let Some(n) = &spec.null {
+                    options.null_string = n.as_str().into();
+                }
+                if let Some(c) = spec.quote {
+                    options.quote = c.to_string().into();
+                    options.escape = c.to_string().into();
+                }
+                if let Some(c) = spec.escape {
+                    options.escape = c.to_string().into();
+                }
+                CopyEncoder::new_csv(fields.clone(), options)
+            }
+        };
+        let header = spec.header.then(|| {
+            let delimiter = spec.delimiter.unwrap_or(',').to_string();
+            let mut line = schema
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect::<Vec<_>>()
+                .join(&delimiter)
+                .into_bytes();
+            line.push(b'\n');
+            line
+        });
+        Ok(Self {
+            encoder,
+            fields,
+            options,
+            header,
+            binary,
+        })
+    }
+
+    /// The overall format code of the COPY (1 for binary).
+    pub(crate) fn format_code(&self) -> i8 {
+        i8::from(self.binary)
+    }
+
+    pub(crate) fn columns(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// The header line, the first time (CSV with HEADER).
+    pub(crate) fn take_header(&mut self) -> Option<CopyData> {
+        self.header.take().map(|line| CopyData::new(line.into()))
+    }
+
+    /// `batch` as COPY data, one message per row: Postgres' text forms (and binary
+    /// NUMERIC), the same values as a query's rows.
+    pub(crate) fn rows(&mut self, batch: &RecordBatch) -> Result<Vec<CopyData>> {
+        Ok(crate::wire::encoding::encode_rows(
+            &mut self.encoder,
+            batch,
+            &self.fields,
+            &self.options,
+        )?)
+    }
+}
+
+/// Runs a `COPY ... TO STDOUT` and returns the rows as COPY data.
+pub async fn copy_out(
+    db: &Database,
+    statement: &Statement,
+    metadata: &HashMap<String, String>,
+) -> Result<CopyResponse> {
+    let (spec, source) = copy_spec(statement)?;
     let query = match source {
         CopySource::Query(query) => (**query).clone(),
         CopySource::Table {
@@ -169,80 +292,25 @@ pub async fn copy_out(
             return Err(ServerError::internal("COPY's query returned no rows"))
         }
     };
-    let binary = spec.format == CopyFormat::Binary;
-    let format = if binary {
-        Format::UnifiedBinary
-    } else {
-        Format::UnifiedText
-    };
-    let options = crate::session::settings::format_options(metadata);
-    let fields = Arc::new(crate::wire::result_columns::pg_fields(
-        &schema,
-        &format,
-        Some(options.clone()),
-    )?);
-    let mut encoder = match spec.format {
-        CopyFormat::Binary => CopyEncoder::new_binary(fields.clone()),
-        CopyFormat::Text => {
-            let mut options = CopyTextOptions::default();
-            if let Some(c) = spec.delimiter {
-                options.delimiter = c.to_string().into();
-            }
-            if let Some(n) = &spec.null {
-                options.null_string = n.as_str().into();
-            }
-            CopyEncoder::new_text(fields.clone(), options)
-        }
-        CopyFormat::Csv => {
-            let mut options = CopyCsvOptions::default();
-            if let Some(c) = spec.delimiter {
-                options.delimiter = c.to_string().into();
-            }
-            if let Some(n) = &spec.null {
-                options.null_string = n.as_str().into();
-            }
-            if let Some(c) = spec.quote {
-                options.quote = c.to_string().into();
-                options.escape = c.to_string().into();
-            }
-            if let Some(c) = spec.escape {
-                options.escape = c.to_string().into();
-            }
-            CopyEncoder::new_csv(fields.clone(), options)
-        }
-    };
-    // The same values as a query's rows: Postgres' text forms (and binary NUMERIC).
+    let mut writer = CopyWriter::with_spec(&spec, &schema, metadata)?;
     let mut data = Vec::new();
     for batch in &batches {
-        data.extend(crate::wire::encoding::encode_rows(
-            &mut encoder,
-            batch,
-            &fields,
-            &options,
-        )?);
+        data.extend(writer.rows(batch)?);
     }
-    if spec.header {
-        let delimiter = spec.delimiter.unwrap_or(',').to_string();
-        let mut line = schema
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .collect::<Vec<_>>()
-            .join(&delimiter)
-            .into_bytes();
-        line.push(b'\n');
+    if let Some(header) = writer.take_header() {
         // One message with the first row, so that the row count stays the number of rows.
         match data.first_mut() {
             Some(first) => {
+                let mut line = header.data.to_vec();
                 line.extend_from_slice(&first.data);
                 *first = CopyData::new(line.into());
             }
-            None => data.push(CopyData::new(line.into())),
+            None => data.push(header),
         }
     }
     Ok(CopyResponse::new(
-        if binary { 1 } else { 0 },
-        fields.len(),
+        writer.format_code(),
+        writer.columns(),
         stream::iter(data.into_iter().map(Ok)),
     ))
 }

@@ -9,7 +9,7 @@ use datafusion::arrow::datatypes::{DataType, FieldRef, SchemaRef};
 use datafusion::common::ParamValues;
 use datafusion::sql::sqlparser::ast::Statement;
 use eddy_planner::limits::StatementLimits;
-use eddy_planner::statement::ParsedStatement;
+use eddy_planner::statement::{ParsedStatement, SubscribeOutput};
 use eddy_planner::EddyStatement;
 use futures::{stream, Sink, SinkExt};
 use pgwire::api::auth::StartupHandler;
@@ -35,7 +35,7 @@ use crate::session::statement_shape::StatementShapes;
 use crate::session::transactions::QueryBlock;
 use crate::session::{cursors, settings, Answer};
 use crate::wire::auth::Authentication;
-use crate::wire::{copy, encoding};
+use crate::wire::{copy, copy_subscribe, encoding};
 
 /// What `Parse` produces: the statement, and what Describe needs to know about it.
 #[derive(Clone, Debug)]
@@ -100,6 +100,15 @@ impl EddyHandler {
             }
             _ => (parsed, params),
         };
+        if let EddyStatement::Subscribe {
+            subscribe,
+            output: SubscribeOutput::Copy(copy),
+        } = &parsed.statement
+        {
+            let zone = settings::setting(client.metadata(), "timezone");
+            let run = copy_subscribe::run(&self.db, client, subscribe, copy);
+            return session_time_zone::within(zone, run).await;
+        }
         if let Some(answer) =
             crate::session::answer(&self.parser.shapes, &self.db, client, parsed).await
         {
@@ -265,6 +274,13 @@ impl SimpleQueryHandler for EddyHandler {
         if statements.is_empty() {
             return Ok(vec![Response::EmptyQuery]);
         }
+        if statements.len() > 1 && statements.iter().any(is_copy_subscribe) {
+            let info = ServerError::not_supported(
+                "COPY (SUBSCRIBE ...) TO STDOUT must be the only statement of its query: it streams until it fails or is cancelled",
+            )
+            .into_error_info();
+            return Ok(vec![Response::Error(Box::new(info))]);
+        }
         let mut responses = Vec::with_capacity(statements.len());
         let mut block = QueryBlock::open(client, statements.len());
         // Like Postgres, the first failing statement ends the query string.
@@ -287,6 +303,16 @@ impl SimpleQueryHandler for EddyHandler {
         block.close(client).await;
         Ok(responses)
     }
+}
+
+fn is_copy_subscribe(parsed: &ParsedStatement) -> bool {
+    matches!(
+        parsed.statement,
+        EddyStatement::Subscribe {
+            output: SubscribeOutput::Copy(_),
+            ..
+        }
+    )
 }
 
 pub struct EddyQueryParser {

@@ -1,13 +1,15 @@
 //! The Postgres wire protocol: accepting connections ([`connection`], [`accept_backoff`],
 //! [`file_limit`]), whole frames ([`frame`]), login ([`auth`], [`login_throttle`],
 //! [`failed_logins`]), the simple and extended query handlers ([`handler`]), portals,
-//! parameters and descriptions, results encoded as the client asked ([`encoding`]), `COPY`.
+//! parameters and descriptions, results encoded as the client asked ([`encoding`]), `COPY`, and
+//! `COPY (SUBSCRIBE ...)` streamed as it comes ([`copy_subscribe`]).
 
 pub mod accept_backoff;
 pub mod auth;
 pub(crate) mod client_parse;
 pub mod connection;
 pub(crate) mod copy;
+pub(crate) mod copy_subscribe;
 pub(crate) mod cursor_portals;
 pub(crate) mod describe;
 pub(crate) mod encoding;
