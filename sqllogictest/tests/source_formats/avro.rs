@@ -4,7 +4,7 @@
 
 use eddy_sqllogictest::kafka::{unique_topic, Record};
 
-use crate::support::{encode_messages, setup, sqlstate, text_rows};
+use crate::support::{column_types, earliest_from, encode_messages, setup, sqlstate, text_rows};
 
 const ORDER_V1: &str = r#"{"type": "record", "name": "Order", "namespace": "shop", "fields": [
     {"name": "id", "type": "long"},
@@ -83,11 +83,7 @@ async fn avro_datums_into_inferred_columns_and_a_schema_change() {
     records.push(Record::payload(b"\x02\xff\xff not avro".to_vec()));
     broker.produce_batch(&topic, &records).await.unwrap();
 
-    let with = format!(
-        "WITH (connector = 'kafka', topic = '{topic}', properties.bootstrap.server = '{}',
-               scan.startup.mode = 'earliest')",
-        broker.bootstrap()
-    );
+    let with = earliest_from(broker, &topic);
     client
         .batch_execute(&format!(
             "CREATE SOURCE orders {with} FORMAT PLAIN ENCODE AVRO (schema.location = 'file://{}');
@@ -98,12 +94,7 @@ async fn avro_datums_into_inferred_columns_and_a_schema_change() {
         .await
         .unwrap();
     assert_eq!(
-        text_rows(
-            client,
-            "SELECT column_name, data_type FROM information_schema.columns
-             WHERE table_name = 'orders' ORDER BY ordinal_position"
-        )
-        .await,
+        column_types(client, "orders").await,
         vec![
             "id|bigint",
             "customer|character varying",

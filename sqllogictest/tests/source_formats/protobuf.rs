@@ -4,7 +4,9 @@
 
 use eddy_sqllogictest::kafka::{unique_topic, Record};
 
-use crate::support::{encode_messages, protoc, setup, sqlstate, text_rows};
+use crate::support::{
+    column_types, earliest_from, encode_messages, protoc, setup, sqlstate, text_rows,
+};
 
 const ORDER_PROTO: &str = r#"syntax = "proto3";
 package shop;
@@ -71,11 +73,7 @@ async fn protobuf_messages_into_inferred_columns() {
     // Field 1 as a length-delimited value of 200 bytes that are not there.
     records.push(Record::payload(vec![0x0a, 0xc8, 0x01, 0x01]));
     broker.produce_batch(&topic, &records).await.unwrap();
-    let with = format!(
-        "WITH (connector = 'kafka', topic = '{topic}', properties.bootstrap.server = '{}',
-               scan.startup.mode = 'earliest')",
-        broker.bootstrap()
-    );
+    let with = earliest_from(broker, &topic);
     client
         .batch_execute(&format!(
             "CREATE TABLE orders {with}
@@ -86,12 +84,7 @@ async fn protobuf_messages_into_inferred_columns() {
         .await
         .unwrap();
     assert_eq!(
-        text_rows(
-            client,
-            "SELECT column_name, data_type FROM information_schema.columns
-             WHERE table_name = 'orders' ORDER BY ordinal_position"
-        )
-        .await,
+        column_types(client, "orders").await,
         vec![
             "id|bigint",
             "customer|character varying",

@@ -117,3 +117,24 @@ pub fn protoc(dir: &std::path::Path, file: &str) -> Option<std::path::PathBuf> {
     );
     Some(out)
 }
+
+/// `WITH (...)` reading `topic` from its start.
+pub fn earliest_from(broker: &KafkaBroker, topic: &str) -> String {
+    format!(
+        "WITH (connector = 'kafka', topic = '{topic}', properties.bootstrap.server = '{}',
+               scan.startup.mode = 'earliest')",
+        broker.bootstrap()
+    )
+}
+
+/// `name|type` of each column of `table`, in order (information_schema).
+pub async fn column_types(client: &Client, table: &str) -> Vec<String> {
+    text_rows(
+        client,
+        &format!(
+            "SELECT column_name, data_type FROM information_schema.columns
+             WHERE table_name = '{table}' ORDER BY ordinal_position"
+        ),
+    )
+    .await
+}
