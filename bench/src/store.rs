@@ -52,7 +52,7 @@ pub fn run(args: StoreArgs) -> Result<()> {
             batch.put(TABLE, &key(i), value.clone());
         }
         written += batch.len() as u64;
-        store.commit(batch)?;
+        store.commit(&batch)?;
     }
     let (wall, cpu) = (started.elapsed(), cpu_time(pid)? - cpu_before);
     println!(

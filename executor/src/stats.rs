@@ -115,6 +115,8 @@ pub struct CommitReport {
     pub epoch: u64,
     /// From the barrier's start to the durable write's end.
     pub duration: Duration,
+    /// The write and its fsync alone (on the committer thread, while the engine goes on).
+    pub write: Duration,
     /// Keys and values the epoch wrote.
     pub bytes: u64,
     pub writes: u64,

@@ -56,6 +56,21 @@ impl EpochBatch {
         }
     }
 
+    /// This batch's write of full store key `key` (table prefix included), if it has one:
+    /// `Some(None)` for a delete.
+    pub fn lookup(&self, key: &[u8]) -> Option<Option<&[u8]>> {
+        let table = TableId::from_be_bytes(key.get(..4)?.try_into().ok()?);
+        let value = self.tables.get(&table)?.get(&key[4..])?;
+        Some(value.as_deref())
+    }
+
+    /// Whether the batch writes any key of `table`.
+    pub fn touches(&self, table: TableId) -> bool {
+        self.tables
+            .get(&table)
+            .is_some_and(|writes| !writes.is_empty())
+    }
+
     pub fn len(&self) -> usize {
         self.tables.values().map(HashMap::len).sum()
     }
@@ -131,6 +146,10 @@ mod tests {
         later.put(20, b"a", b"2".to_vec());
         later.put_meta("m", b"v".to_vec());
         batch.append(later);
+        assert_eq!(batch.lookup(&table_key(20, b"a")), Some(Some(&b"2"[..])));
+        assert_eq!(batch.lookup(&table_key(20, b"b")), None);
+        assert_eq!(batch.lookup(b"\0"), None);
+        assert!(batch.touches(21) && !batch.touches(22));
         let mut writes: Vec<_> = batch.into_writes().collect();
         writes.sort();
         assert_eq!(

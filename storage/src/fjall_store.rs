@@ -298,7 +298,7 @@ impl Store for FjallStore {
             .collect()
     }
 
-    fn commit(&self, batch: EpochBatch) -> Result<()> {
+    fn commit(&self, batch: &EpochBatch) -> Result<()> {
         if let Some((table, key, _)) = batch
             .writes()
             .find(|(_, key, _)| 4 + key.len() > crate::keys::MAX_KEY_BYTES)
@@ -311,7 +311,7 @@ impl Store for FjallStore {
         self.recover_from_fault()?;
         let seq = self.committed.load(Ordering::SeqCst) + 1;
         let open = self.opened()?;
-        let Err(error) = self.write(&open, &batch, seq) else {
+        let Err(error) = self.write(&open, batch, seq) else {
             self.committed.store(seq, Ordering::SeqCst);
             return Ok(());
         };
@@ -347,7 +347,7 @@ impl Store for FjallStore {
                 self.set_fault(None);
                 // One more try on the fresh database.
                 let open = self.opened()?;
-                match self.write(&open, &batch, seq) {
+                match self.write(&open, batch, seq) {
                     Ok(()) => {
                         self.committed.store(seq, Ordering::SeqCst);
                         Ok(())
@@ -408,10 +408,10 @@ mod tests {
         batch.put(20, b"b", b"2".to_vec());
         batch.put(21, b"a", b"3".to_vec());
         batch.put(crate::keys::state_table_id(22), b"s", b"state".to_vec());
-        store.commit(batch).unwrap();
+        store.commit(&batch).unwrap();
         let mut batch = EpochBatch::default();
         batch.delete(20, b"a");
-        store.commit(batch).unwrap();
+        store.commit(&batch).unwrap();
         assert_eq!(
             store.scan_table(20).unwrap(),
             vec![(b"b".to_vec(), b"2".to_vec())]
@@ -470,7 +470,7 @@ mod tests {
         let snapshot = store.snapshot().unwrap();
         let mut batch = EpochBatch::default();
         batch.put(20, b"c", b"after".to_vec());
-        let error = store.commit(batch).unwrap_err().to_string();
+        let error = store.commit(&batch).unwrap_err().to_string();
         assert!(error.contains("delayed by queries"), "{error}");
         assert_eq!(
             snapshot
@@ -482,7 +482,7 @@ mod tests {
         drop(snapshot);
         let mut batch = EpochBatch::default();
         batch.put(20, b"c", b"after".to_vec());
-        store.commit(batch).unwrap();
+        store.commit(&batch).unwrap();
         assert_eq!(store.scan_table(20).unwrap().len(), 2);
         assert_eq!(store.committed.load(Ordering::SeqCst), 3);
     }

@@ -189,7 +189,7 @@ mod tests {
             batch.delete(10, &key);
         }
         index.maintain(store, &mut batch).unwrap();
-        store.commit(batch).unwrap();
+        store.commit(&batch).unwrap();
     }
 
     /// The included `n` of every entry, in index order.

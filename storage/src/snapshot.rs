@@ -211,19 +211,19 @@ mod tests {
             first.put(20, key.as_bytes(), b"1".to_vec());
         }
         first.put(21, b"a", b"other table".to_vec());
-        store.commit(first).unwrap();
+        store.commit(&first).unwrap();
         let before = store.snapshot().unwrap();
         let mut second = EpochBatch::default();
         second.put(20, b"b", b"2".to_vec());
         second.delete(20, b"c");
         second.put(20, b"bb", b"new".to_vec());
         second.put(20, b"e", b"new".to_vec());
-        store.commit(second).unwrap();
+        store.commit(&second).unwrap();
         let middle = store.snapshot().unwrap();
         let mut third = EpochBatch::default();
         third.put(20, b"b", b"3".to_vec());
         third.delete(20, b"a");
-        store.commit(third).unwrap();
+        store.commit(&third).unwrap();
         let old = rows(&[("a", "1"), ("b", "1"), ("c", "1"), ("d", "1")]);
         for chunk in [1, 2, 100] {
             assert_eq!(read_all(&before, chunk), old, "chunk {chunk}");

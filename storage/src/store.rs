@@ -17,7 +17,7 @@ pub trait Store: Send + Sync {
     fn scan_table(&self, table: TableId) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
     /// Applies the batch atomically and makes it durable before returning. On an error,
     /// nothing of the batch is committed, and the store takes the next batch afresh.
-    fn commit(&self, batch: EpochBatch) -> Result<()>;
+    fn commit(&self, batch: &EpochBatch) -> Result<()>;
     /// The store as of its last commit, for reads that must see one epoch throughout.
     fn snapshot(&self) -> Result<Snapshot>;
     /// Sizes and health, for metrics and the system tables.
@@ -92,12 +92,13 @@ impl Store for MemStore {
             .collect())
     }
 
-    fn commit(&self, batch: EpochBatch) -> Result<()> {
+    fn commit(&self, batch: &EpochBatch) -> Result<()> {
         let mut guard = self.map.lock().unwrap_or_else(|e| e.into_inner());
         let map = Arc::make_mut(&mut guard);
-        for (key, value) in batch.into_writes() {
+        for (table, key, value) in batch.writes() {
+            let key = crate::keys::table_key(table, key);
             match value {
-                Some(value) => map.insert(key, value),
+                Some(value) => map.insert(key, value.to_vec()),
                 None => map.remove(&key),
             };
         }

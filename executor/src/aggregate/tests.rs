@@ -102,7 +102,7 @@ fn barrier(operator: &mut AggregateOperator, store: &dyn Store, epoch: u64) -> V
     operator
         .process_barrier(Barrier { epoch }, &mut batch, &mut out)
         .unwrap();
-    store.commit(batch).unwrap();
+    store.commit(&batch).unwrap();
     let mut lines = Vec::new();
     for message in out {
         let Message::Chunk(chunk) = message else {
@@ -211,7 +211,7 @@ fn state_of_the_older_layout_moves_and_continues() {
             older.put(100, &key[2..], value);
         }
     }
-    store.commit(older).unwrap();
+    store.commit(&older).unwrap();
 
     let mut restored = AggregateOperator::new(plan(false), 100, &state).unwrap();
     assert_eq!(restored.state_rows(), 2);
@@ -274,7 +274,7 @@ fn barrier_text(operator: &mut AggregateOperator, store: &dyn Store, epoch: u64)
     operator
         .process_barrier(Barrier { epoch }, &mut batch, &mut out)
         .unwrap();
-    store.commit(batch).unwrap();
+    store.commit(&batch).unwrap();
     let mut lines = Vec::new();
     for message in out {
         let Message::Chunk(chunk) = message else {

@@ -124,7 +124,7 @@ fn barrier(operator: &mut dyn Operator, store: &dyn Store, epoch: u64) -> Vec<St
     operator
         .process_barrier(Barrier { epoch }, &mut batch, &mut out)
         .unwrap();
-    store.commit(batch).unwrap();
+    store.commit(&batch).unwrap();
     render(out)
 }
 

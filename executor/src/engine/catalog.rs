@@ -17,6 +17,9 @@ impl Engine {
     /// Forgets everything uncommitted and rebuilds tables, pipelines and connectors from the
     /// store; connectors resume from their committed positions.
     pub(super) fn reload(&mut self) -> Result<()> {
+        // The epoch in flight is durable or failed before anything is read back. Its failure
+        // reloads too (this engine's state is abandoned either way).
+        let _ = self.finish_in_flight();
         self.epoch_writes = EpochBatch::default();
         self.dirty = false;
         self.subscriptions.abandon_pending();

@@ -1,6 +1,7 @@
 //! An epoch's commit: one atomic write of everything the epoch changed, then the
 //! acknowledgements and the FLUSHes it completes.
 
+use super::committer::{self, Written};
 use super::*;
 
 impl Engine {
@@ -70,36 +71,26 @@ impl Engine {
         }
     }
 
+    /// Commits the epoch: its batch goes to the committer, which acknowledges its statements
+    /// once it is durable, while the engine goes on (see [`super::committer`]).
     pub(super) fn commit_and_ack(&mut self) {
-        let result = self.commit();
-        let acks = std::mem::take(&mut self.acks);
-        match result {
-            Ok(()) => acks.into_iter().for_each(|ack| ack(Ok(()))),
+        if self.finish_in_flight().is_err() {
+            // That failure abandoned this epoch too, and reloaded.
+            return;
+        }
+        match self.prepare_epoch() {
+            Ok(epoch) => {
+                self.dispatch(epoch);
+                // A subscription starts at a commit, with what every later epoch changes: none
+                // may be processed before it has started.
+                if self.subscriptions.starting() {
+                    let _ = self.finish_in_flight();
+                }
+            }
             Err(error) => {
                 tracing::error!(%error, "epoch commit failed; reloading the last committed epoch");
-                // A storage fault reaches each statement as itself (53100 for a full disk);
-                // nothing of the epoch was committed.
-                let fault = match &error {
-                    ExecError::Storage(storage) => storage.fault().cloned(),
-                    _ => None,
-                };
-                let too_long = match &error {
-                    ExecError::Storage(eddy_storage::StorageError::KeyTooLong { table, bytes }) => {
-                        Some((*table, *bytes))
-                    }
-                    _ => None,
-                };
-                let message = error.to_string();
-                for ack in acks {
-                    ack(Err(match (&fault, too_long) {
-                        (Some(fault), _) => eddy_storage::StorageError::Fault(fault.clone()).into(),
-                        (None, Some((table, bytes))) => {
-                            eddy_storage::StorageError::KeyTooLong { table, bytes }.into()
-                        }
-                        (None, None) => ExecError::Internal(format!(
-                            "the epoch could not be committed: {message}"
-                        )),
-                    }));
+                for ack in std::mem::take(&mut self.acks) {
+                    ack(Err(committer::statement_error(&error)));
                 }
                 if let Err(error) = self.reload() {
                     tracing::error!(%error, "reloading after a failed commit failed");
@@ -108,9 +99,78 @@ impl Engine {
         }
     }
 
-    /// Runs a barrier through every pipeline and commits the epoch atomically: rows, state,
-    /// watermarks, late rows, source positions and dead letters together.
+    /// Commits the epoch and waits until it is durable.
     pub(super) fn commit(&mut self) -> Result<()> {
+        self.finish_in_flight()?;
+        let epoch = self.prepare_epoch()?;
+        self.dispatch(epoch);
+        self.finish_in_flight()
+    }
+
+    /// Hands a prepared epoch to the committer, with the statements it acknowledges.
+    fn dispatch(&mut self, prepared: PreparedEpoch) {
+        let acks = std::mem::take(&mut self.acks);
+        self.subscriptions.seal();
+        let stats = self.stats_now();
+        let shared = self.stats.clone();
+        let observer = self.commit_observer.get().cloned();
+        let PreparedEpoch {
+            epoch,
+            batch,
+            started,
+            bytes,
+            writes,
+        } = prepared;
+        let on_durable = Box::new(move |write| {
+            *shared.write().unwrap_or_else(|e| e.into_inner()) = stats;
+            if let Some(observer) = observer {
+                observer(&CommitReport {
+                    epoch,
+                    duration: started.elapsed(),
+                    write,
+                    bytes,
+                    writes,
+                });
+            }
+        });
+        let done = self.committer.begin(batch, on_durable, acks);
+        self.in_flight = Some(InFlight { epoch, done });
+    }
+
+    /// Waits for the epoch in flight, if any, and completes it.
+    pub(super) fn finish_in_flight(&mut self) -> Result<()> {
+        let Some(in_flight) = self.in_flight.take() else {
+            return Ok(());
+        };
+        let written = in_flight
+            .done
+            .recv()
+            .unwrap_or_else(|_| Err(ExecError::Internal("the committer stopped".into())));
+        self.complete(in_flight, written)
+    }
+
+    /// After the committer wrote an epoch (and answered its statements): sinks and
+    /// subscriptions take its changes. After a failure, the epoch being processed is abandoned
+    /// with it and the engine reloads the last durable epoch.
+    pub(super) fn complete(&mut self, in_flight: InFlight, written: Written) -> Result<()> {
+        if let Err(error) = written {
+            tracing::error!(%error, epoch = in_flight.epoch, "epoch commit failed; reloading the last committed epoch");
+            for ack in std::mem::take(&mut self.acks) {
+                ack(Err(committer::statement_error(&error)));
+            }
+            if let Err(error) = self.reload() {
+                tracing::error!(%error, "reloading after a failed commit failed");
+            }
+            return Err(error);
+        }
+        self.sinks_committed();
+        self.subscriptions_committed(in_flight.epoch);
+        Ok(())
+    }
+
+    /// Runs a barrier through every pipeline and gathers the epoch's one atomic write: rows,
+    /// state, watermarks, late rows, source positions and dead letters together.
+    fn prepare_epoch(&mut self) -> Result<PreparedEpoch> {
         self.restore_unrestored()?;
         let started = Instant::now();
         let epoch = self.counters.epoch + 1;
@@ -176,20 +236,29 @@ impl Engine {
         self.step_index_builds(&mut batch)?;
         self.maintain_indexes(&mut batch)?;
         let (bytes, writes) = (batch.bytes() as u64, batch.len() as u64);
-        self.store.commit(batch)?;
         self.counters = counters;
         self.dirty = false;
-        self.sinks_committed();
-        self.subscriptions_committed(epoch);
-        if let Some(observer) = self.commit_observer.get() {
-            observer(&CommitReport {
-                epoch,
-                duration: started.elapsed(),
-                bytes,
-                writes,
-            });
-        }
-        self.publish_stats();
-        Ok(())
+        Ok(PreparedEpoch {
+            epoch,
+            batch,
+            started,
+            bytes,
+            writes,
+        })
     }
+}
+
+/// An epoch's write, ready for the committer.
+struct PreparedEpoch {
+    epoch: u64,
+    batch: EpochBatch,
+    started: Instant,
+    bytes: u64,
+    writes: u64,
+}
+
+/// The epoch the committer is writing.
+pub(super) struct InFlight {
+    epoch: u64,
+    pub(super) done: Receiver<Written>,
 }

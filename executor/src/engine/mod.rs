@@ -4,8 +4,9 @@
 //! channel; after draining what is queued, the engine runs a barrier through every graph
 //! and commits the epoch — table rows, operator state, view rows, watermarks, late rows and
 //! catalog changes — as one atomic batch, and only then acknowledges the statements in it
-//! (group commit: an acknowledged statement is durable). A barrier also runs every
-//! checkpoint interval while anything is uncommitted.
+//! (group commit: an acknowledged statement is durable). The batch is written by the
+//! [`committer`] thread while the engine goes on with the next epoch. A barrier also runs
+//! every checkpoint interval while anything is uncommitted.
 //!
 //! Here: the [`EngineHandle`] the server holds and the commands it sends. The engine thread
 //! itself: [`run_loop`] (start, loop, commands), [`data_flow`] (rows into tables and through
@@ -35,6 +36,7 @@ use crate::table::TableRuntime;
 mod backpressure;
 mod catalog;
 mod commit;
+mod committer;
 mod data_flow;
 mod indexes;
 mod panic_note;
@@ -529,7 +531,11 @@ struct Engine {
     /// Whether anything changed since the last commit.
     dirty: bool,
     /// Replies to send once the current epoch is committed.
-    acks: Vec<Box<dyn FnOnce(Result<()>) + Send>>,
+    acks: Vec<committer::Ack>,
+    /// Writes epochs on its own thread; `store` reads through it.
+    committer: Arc<committer::PipelinedStore>,
+    /// The epoch being written while the next one is processed.
+    in_flight: Option<commit::InFlight>,
     /// FLUSHes waiting for feeds to catch up with their sources.
     flushes: Vec<PendingFlush>,
     commit_observer: Arc<OnceLock<CommitObserver>>,

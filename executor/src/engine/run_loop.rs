@@ -6,8 +6,11 @@ use super::*;
 impl Engine {
     pub(super) fn new(store: Arc<dyn Store>, stats: Arc<RwLock<EngineStats>>) -> Result<Self> {
         let counters = Self::load_counters(store.as_ref())?;
+        let committer = committer::PipelinedStore::start(store)?;
         Ok(Self {
-            store,
+            store: committer.clone(),
+            committer,
+            in_flight: None,
             stats,
             counters,
             tables: BTreeMap::new(),
@@ -75,8 +78,20 @@ impl Engine {
             for (_, events) in &feeds {
                 select.recv(events);
             }
+            // The epoch in flight: its completion hands its changes to sinks and subscriptions.
+            let written = self.in_flight.as_ref().map(|f| f.done.clone());
+            let written_index = written.as_ref().map(|done| select.recv(done));
             let mut stop = None;
             match select.select_timeout(wait) {
+                Ok(operation) if Some(operation.index()) == written_index => {
+                    let done = written.as_ref().expect("selected");
+                    let outcome = operation.recv(done);
+                    if let (Some(in_flight), Ok(outcome)) = (self.in_flight.take(), outcome) {
+                        self.guarded(|engine| {
+                            let _ = engine.complete(in_flight, outcome);
+                        });
+                    }
+                }
                 Ok(operation) if operation.index() == commands => match operation.recv(&rx) {
                     Ok(Command::Shutdown { reply }) => stop = Some(reply),
                     Ok(command) => self.guarded(|engine| engine.handle(command)),
@@ -137,6 +152,7 @@ impl Engine {
                 last_commit = Instant::now();
             }
             if let Some(reply) = stop {
+                let _ = self.finish_in_flight();
                 self.feeds.clear();
                 let _ = reply.send(Ok(()));
                 return;

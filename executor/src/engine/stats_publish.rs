@@ -4,13 +4,19 @@ use super::*;
 
 impl Engine {
     pub(super) fn publish_stats(&self) {
+        let stats = self.stats_now();
+        *self.stats.write().unwrap_or_else(|e| e.into_inner()) = stats;
+    }
+
+    /// The figures as they stand.
+    pub(super) fn stats_now(&self) -> EngineStats {
         let table_stats = |name: &str, table: &TableRuntime| TableStats {
             name: name.to_string(),
             rows_in: table.rows_in(),
             rows_late: table.rows_late(),
             watermark: table.watermark().map(|w| w.value),
         };
-        let stats = EngineStats {
+        EngineStats {
             epoch: self.counters.epoch,
             tables: self
                 .tables
@@ -73,7 +79,6 @@ impl Engine {
             sinks: self.sink_stats(),
             store: self.store.stats(),
             state_cache: self.state_cache.stats(),
-        };
-        *self.stats.write().unwrap_or_else(|e| e.into_inner()) = stats;
+        }
     }
 }

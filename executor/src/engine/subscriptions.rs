@@ -23,6 +23,8 @@ pub(super) struct Starting {
 /// history.
 struct Tracked {
     pending: Vec<StreamChunk>,
+    /// The changes of the epoch being written (its commit hands them out).
+    sealed: Vec<StreamChunk>,
     history: VecDeque<Arc<EpochChanges>>,
     history_bytes: usize,
     /// The history holds every change of the epochs after this one.
@@ -48,6 +50,14 @@ impl Subscriptions {
     pub(super) fn abandon_pending(&mut self) {
         for tracked in self.relations.values_mut() {
             tracked.pending.clear();
+            tracked.sealed.clear();
+        }
+    }
+
+    /// At a barrier: the changes taken so far are the epoch's; later ones are the next's.
+    pub(super) fn seal(&mut self) {
+        for tracked in self.relations.values_mut() {
+            tracked.sealed.append(&mut tracked.pending);
         }
     }
 }
@@ -121,7 +131,7 @@ impl Engine {
                 gone.push(name.clone());
                 continue;
             }
-            let chunks = std::mem::take(&mut tracked.pending);
+            let chunks = std::mem::take(&mut tracked.sealed);
             let changes = (!chunks.is_empty()).then(|| Arc::new(EpochChanges::new(epoch, chunks)));
             if let Some(changes) = &changes {
                 tracked.history_bytes += changes.bytes;
@@ -161,6 +171,7 @@ impl Engine {
             .entry(starting.relation.clone())
             .or_insert_with(|| Tracked {
                 pending: Vec::new(),
+                sealed: Vec::new(),
                 history: VecDeque::new(),
                 history_bytes: 0,
                 complete_after: epoch,

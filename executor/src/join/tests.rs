@@ -179,7 +179,7 @@ impl Harness {
         self.operator
             .process_barrier(Barrier { epoch: 1 }, &mut epoch, &mut Vec::new())
             .unwrap();
-        self.state.store.commit(epoch).unwrap();
+        self.state.store.commit(&epoch).unwrap();
     }
 
     /// Commits the state and builds the operator again from the store, as after a restart.

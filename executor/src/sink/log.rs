@@ -244,7 +244,7 @@ mod tests {
         )
         .unwrap();
         let second = write_epoch(&mut batch, table, 9, 2_000, &[message(None, Some(""))]).unwrap();
-        store.commit(batch).unwrap();
+        store.commit(&batch).unwrap();
         let records = read_after(&store, table, None, 10).unwrap();
         let positions: Vec<Position> = records.iter().map(LogRecord::position).collect();
         assert_eq!(positions, [(7, 0), (7, 1), (9, 0)]);
@@ -261,7 +261,7 @@ mod tests {
         );
         let mut batch = EpochBatch::default();
         trim_epoch(&mut batch, table, &first);
-        store.commit(batch).unwrap();
+        store.commit(&batch).unwrap();
         assert_eq!(
             logged_epochs(&store, table).unwrap(),
             VecDeque::from([second])

@@ -44,7 +44,7 @@ fn open(store: &Arc<dyn Store>, cache: &Arc<StateCache>) -> KeyedStateTable<Byte
 fn commit(table: &mut KeyedStateTable<Bytes>, store: &Arc<dyn Store>) {
     let mut epoch = EpochBatch::default();
     table.persist(&mut epoch).unwrap();
-    store.commit(epoch).unwrap();
+    store.commit(&epoch).unwrap();
 }
 
 fn rows(table: &mut KeyedStateTable<Bytes>, group: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -139,7 +139,7 @@ fn a_table_without_counters_is_counted_once() {
     let mut epoch = EpochBatch::default();
     let key = [&partition(b"g").to_be_bytes()[..], b"gr"].concat();
     epoch.put(30, &key, b"value".to_vec());
-    store.commit(epoch).unwrap();
+    store.commit(&epoch).unwrap();
     let cache = Arc::new(StateCache::default());
     let mut table = open(&store, &cache);
     assert!(table.is_legacy());
@@ -226,7 +226,7 @@ fn a_row_added_and_removed_between_barriers_is_never_written() {
     // The kept row, the group's marker and the counters.
     assert_eq!(epoch.len(), 3, "{:?}", table.stats());
     assert_eq!(table.stats().writes_last_epoch, 1);
-    store.commit(epoch).unwrap();
+    store.commit(&epoch).unwrap();
 
     // A row that was in the store before the epoch is deleted from it; one removed and put
     // back is written again.

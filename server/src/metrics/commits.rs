@@ -8,6 +8,7 @@ use prometheus::{Histogram, HistogramOpts, IntCounter, Registry};
 #[derive(Clone)]
 pub struct CommitMetrics {
     duration: Histogram,
+    write: Histogram,
     bytes: IntCounter,
     writes: IntCounter,
 }
@@ -23,6 +24,13 @@ impl CommitMetrics {
                 // From a small epoch (a millisecond) to one of 100,000s of writes (seconds).
                 .buckets(prometheus::exponential_buckets(0.001, 2.0, 15)?),
             )?,
+            write: Histogram::with_opts(
+                HistogramOpts::new(
+                    "eddy_epoch_write_duration_seconds",
+                    "Time an epoch's write and fsync took on the committer thread",
+                )
+                .buckets(prometheus::exponential_buckets(0.001, 2.0, 15)?),
+            )?,
             bytes: IntCounter::new(
                 "eddy_epoch_bytes_written_total",
                 "Bytes of keys and values written by committed epochs",
@@ -36,12 +44,14 @@ impl CommitMetrics {
 
     pub fn register(&self, registry: &Registry) -> prometheus::Result<()> {
         registry.register(Box::new(self.duration.clone()))?;
+        registry.register(Box::new(self.write.clone()))?;
         registry.register(Box::new(self.bytes.clone()))?;
         registry.register(Box::new(self.writes.clone()))
     }
 
     pub fn observe(&self, report: &CommitReport) {
         self.duration.observe(report.duration.as_secs_f64());
+        self.write.observe(report.write.as_secs_f64());
         self.bytes.inc_by(report.bytes);
         self.writes.inc_by(report.writes);
     }

@@ -1,0 +1,204 @@
+//! The committer: an epoch's write and fsync run on a thread of their own, overlapping the
+//! next epoch's processing.
+//!
+//! The engine builds epoch N's batch at its barrier and hands it over; it then goes on taking
+//! rows and statements into epoch N+1 while N is written. Statements of N are acknowledged by
+//! the committer thread as soon as N is durable, so a write never waits for the engine to
+//! finish what it is doing. At most one epoch is in flight: the next barrier first waits for
+//! it.
+//!
+//! The engine reads the store while N is in flight (a table's old row, a state table's
+//! group): it must see N's writes, which the store does not have yet. [`PipelinedStore`] is
+//! the engine's store: a point read looks in the batch in flight first; a range read or a
+//! snapshot waits until it is written. Queries and subscriptions read the store itself, which
+//! holds durable epochs only.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+use eddy_storage::{EpochBatch, Result, Snapshot, Store, StoreStats, TableId};
+
+use crate::ExecError;
+
+/// A reply to send once an epoch is committed (or failed).
+pub(super) type Ack = Box<dyn FnOnce(crate::Result<()>) + Send>;
+
+/// Run once an epoch is durable, before its statements are answered (given the write's
+/// time): the figures a client may read right after its answer are published here.
+pub(super) type OnDurable = Box<dyn FnOnce(Duration) + Send>;
+
+/// The engine's view of the store: what is durable, plus the epoch being written.
+pub(crate) struct PipelinedStore {
+    inner: Arc<dyn Store>,
+    in_flight: Mutex<Option<Arc<EpochBatch>>>,
+    written: Condvar,
+    jobs: Sender<Job>,
+}
+
+/// An epoch for the committer thread.
+struct Job {
+    batch: Arc<EpochBatch>,
+    on_durable: OnDurable,
+    acks: Vec<Ack>,
+    done: Sender<Written>,
+}
+
+/// What the committer tells the engine of an epoch: durable, or why not.
+pub(super) type Written = crate::Result<()>;
+
+impl PipelinedStore {
+    /// The engine's store over `inner`, with its committer thread.
+    pub(crate) fn start(inner: Arc<dyn Store>) -> crate::Result<Arc<Self>> {
+        let (jobs, queue) = bounded::<Job>(1);
+        let store = Arc::new(Self {
+            inner,
+            in_flight: Mutex::new(None),
+            written: Condvar::new(),
+            jobs,
+        });
+        let weak = Arc::downgrade(&store);
+        std::thread::Builder::new()
+            .name("eddy-commit".into())
+            .spawn(move || {
+                // Ends when the engine's store is dropped (its sender with it).
+                while let Ok(job) = queue.recv() {
+                    let Some(store) = weak.upgrade() else { return };
+                    store.write(job);
+                }
+            })
+            .map_err(|e| ExecError::Internal(format!("cannot start the committer: {e}")))?;
+        Ok(store)
+    }
+
+    /// Starts writing `batch`; `acks` are answered when it is durable (after `on_durable`)
+    /// or has failed, and so is the returned receiver. Waits for an epoch still in flight
+    /// first.
+    pub(super) fn begin(
+        &self,
+        batch: EpochBatch,
+        on_durable: OnDurable,
+        acks: Vec<Ack>,
+    ) -> Receiver<Written> {
+        let batch = Arc::new(batch);
+        let mut in_flight = self.wait_idle();
+        *in_flight = Some(batch.clone());
+        drop(in_flight);
+        let (done, receiver) = bounded(1);
+        let job = Job {
+            batch,
+            on_durable,
+            acks,
+            done,
+        };
+        if let Err(unsent) = self.jobs.send(job) {
+            // The thread is gone (it cannot be while the store lives): write here instead.
+            self.write(unsent.0);
+        }
+        receiver
+    }
+
+    /// Runs on the committer thread.
+    fn write(&self, job: Job) {
+        let started = Instant::now();
+        let result = self.inner.commit(&job.batch).map_err(ExecError::from);
+        let took = started.elapsed();
+        // Reads see the store itself from here on: it has the epoch, or the engine reloads.
+        *self.lock() = None;
+        self.written.notify_all();
+        match &result {
+            Ok(()) => {
+                (job.on_durable)(took);
+                job.acks.into_iter().for_each(|ack| ack(Ok(())));
+            }
+            Err(error) => {
+                for ack in job.acks {
+                    ack(Err(statement_error(error)));
+                }
+            }
+        }
+        let _ = job.done.send(result);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Arc<EpochBatch>>> {
+        self.in_flight.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until no epoch is being written.
+    fn wait_idle(&self) -> MutexGuard<'_, Option<Arc<EpochBatch>>> {
+        let mut in_flight = self.lock();
+        while in_flight.is_some() {
+            in_flight = self
+                .written
+                .wait(in_flight)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        in_flight
+    }
+
+    /// The batch being written, if any.
+    fn pending(&self) -> Option<Arc<EpochBatch>> {
+        self.lock().clone()
+    }
+}
+
+/// What a statement of an epoch whose commit failed is told: a storage fault as itself (53100
+/// for a full disk), a key too long as itself, anything else as an internal error.
+pub(super) fn statement_error(error: &ExecError) -> ExecError {
+    match error {
+        ExecError::Storage(storage) => {
+            if let Some(fault) = storage.fault() {
+                return eddy_storage::StorageError::Fault(fault.clone()).into();
+            }
+            if let eddy_storage::StorageError::KeyTooLong { table, bytes } = storage {
+                return eddy_storage::StorageError::KeyTooLong {
+                    table: *table,
+                    bytes: *bytes,
+                }
+                .into();
+            }
+            ExecError::Internal(format!("the epoch could not be committed: {error}"))
+        }
+        _ => ExecError::Internal(format!("the epoch could not be committed: {error}")),
+    }
+}
+
+impl Store for PipelinedStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(batch) = self.pending() {
+            if let Some(value) = batch.lookup(key) {
+                return Ok(value.map(<[u8]>::to_vec));
+            }
+        }
+        self.inner.get(key)
+    }
+
+    fn scan_table(&self, table: TableId) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        drop(self.wait_idle());
+        self.inner.scan_table(table)
+    }
+
+    /// Written in order: waits for the epoch in flight, then writes here.
+    fn commit(&self, batch: &EpochBatch) -> Result<()> {
+        let _idle = self.wait_idle();
+        self.inner.commit(batch)
+    }
+
+    /// A snapshot with every epoch the engine has committed, the one in flight included.
+    fn snapshot(&self) -> Result<Snapshot> {
+        drop(self.wait_idle());
+        self.inner.snapshot()
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.inner.stats()
+    }
+
+    fn size_on_disk(&self) -> u64 {
+        self.inner.size_on_disk()
+    }
+}
+
+#[cfg(test)]
+#[path = "committer_tests.rs"]
+mod tests;
