@@ -133,8 +133,12 @@ impl Engine {
                 });
             }
         });
-        let done = self.committer.begin(batch, on_durable, acks);
-        self.in_flight = Some(InFlight { epoch, done });
+        let (done, batch) = self.committer.begin(batch, on_durable, acks);
+        self.in_flight = Some(InFlight {
+            epoch,
+            done,
+            _written: batch,
+        });
     }
 
     /// Waits for the epoch in flight, if any, and completes it.
@@ -261,4 +265,7 @@ struct PreparedEpoch {
 pub(super) struct InFlight {
     epoch: u64,
     pub(super) done: Receiver<Written>,
+    /// Dropped here, by the engine thread that allocated it (freeing it on the committer's
+    /// thread cost about a sixth of the CPU q20 takes).
+    _written: Arc<EpochBatch>,
 }

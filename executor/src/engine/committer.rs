@@ -73,14 +73,16 @@ impl PipelinedStore {
 
     /// Starts writing `batch`; `acks` are answered when it is durable (after `on_durable`)
     /// or has failed, and so is the returned receiver. Waits for an epoch still in flight
-    /// first.
+    /// first. The batch comes back to be dropped by the caller once written: its memory is
+    /// freed by the thread that allocated it.
     pub(super) fn begin(
         &self,
         batch: EpochBatch,
         on_durable: OnDurable,
         acks: Vec<Ack>,
-    ) -> Receiver<Written> {
+    ) -> (Receiver<Written>, Arc<EpochBatch>) {
         let batch = Arc::new(batch);
+        let kept = batch.clone();
         let mut in_flight = self.wait_idle();
         *in_flight = Some(batch.clone());
         drop(in_flight);
@@ -95,7 +97,7 @@ impl PipelinedStore {
             // The thread is gone (it cannot be while the store lives): write here instead.
             self.write(unsent.0);
         }
-        receiver
+        (receiver, kept)
     }
 
     /// Runs on the committer thread.
@@ -103,6 +105,7 @@ impl PipelinedStore {
         let started = Instant::now();
         let result = self.inner.commit(&job.batch).map_err(ExecError::from);
         let took = started.elapsed();
+        drop(job.batch);
         // Reads see the store itself from here on: it has the epoch, or the engine reloads.
         *self.lock() = None;
         self.written.notify_all();

@@ -84,7 +84,7 @@ fn reads_during_a_write_see_it_and_statements_wait_for_durability() {
     let store = PipelinedStore::start(inner.clone()).unwrap();
     let events = Arc::new(Mutex::new(Vec::new()));
     let published = events.clone();
-    let done = store.begin(
+    let (done, _batch) = store.begin(
         one_row("1"),
         Box::new(move |_| published.lock().unwrap().push("published".into())),
         vec![ack(&events)],
@@ -139,7 +139,7 @@ fn a_failed_write_answers_its_statements_with_the_fault_and_is_read_no_more() {
     let store = PipelinedStore::start(inner).unwrap();
     let events = Arc::new(Mutex::new(Vec::new()));
     let published = events.clone();
-    let done = store.begin(
+    let (done, _batch) = store.begin(
         one_row("1"),
         Box::new(move |_| published.lock().unwrap().push("published".into())),
         vec![ack(&events), ack(&events)],
@@ -159,7 +159,7 @@ fn a_failed_write_answers_its_statements_with_the_fault_and_is_read_no_more() {
     // Nothing of it is read back.
     assert_eq!(store.get(&table_key(20, b"a")).unwrap(), None);
     // The next epoch is written afresh.
-    let next = store.begin(one_row("2"), Box::new(|_| {}), Vec::new());
+    let (next, _batch) = store.begin(one_row("2"), Box::new(|_| {}), Vec::new());
     open.send(true).unwrap();
     assert!(next.recv_timeout(Duration::from_secs(5)).unwrap().is_ok());
     assert_eq!(

@@ -3,6 +3,16 @@
 
 use super::*;
 
+/// The most source work one epoch takes in before its barrier while statements are being
+/// made: a statement's epoch waits for the epoch before it to be written, so what a heavy view
+/// takes into one epoch bounds how long another's writes wait for it. With no statement for
+/// [`INTERACTIVE`], epochs run to the checkpoint interval (fewer, larger writes).
+const EPOCH_WORK: Duration = Duration::from_millis(20);
+const INTERACTIVE: Duration = Duration::from_secs(2);
+/// The most at any time: while an epoch is written the engine goes on with the next, so this
+/// bounds the memory two epochs' writes take.
+const EPOCH_WORK_MAX: Duration = Duration::from_millis(250);
+
 impl Engine {
     pub(super) fn new(store: Arc<dyn Store>, stats: Arc<RwLock<EngineStats>>) -> Result<Self> {
         let counters = Self::load_counters(store.as_ref())?;
@@ -52,6 +62,10 @@ impl Engine {
 
     pub(super) fn run(&mut self, rx: Receiver<Command>, interval: Duration) {
         let mut last_commit = Instant::now();
+        // Time spent on source rows since the last barrier (see EPOCH_WORK), and when the last
+        // statement came: epochs are short only while statements are being made.
+        let mut feed_work = Duration::ZERO;
+        let mut last_statement: Option<Instant> = None;
         let mut last_tick = Instant::now();
         loop {
             // An index build goes on epoch after epoch, a chunk each, with no idle wait.
@@ -103,7 +117,11 @@ impl Engine {
                 Ok(operation) => {
                     let (name, events) = &feeds[operation.index() - 1];
                     match operation.recv(events) {
-                        Ok(event) => self.guarded(|engine| engine.on_source_event(name, event)),
+                        Ok(event) => {
+                            let started = Instant::now();
+                            self.guarded(|engine| engine.on_source_event(name, event));
+                            feed_work += started.elapsed();
+                        }
                         // Its connector ended and all it sent is taken: a disconnected channel
                         // is always ready, so waiting on it again would spin.
                         Err(_) => self.stop_waiting_on(name, events),
@@ -119,11 +137,26 @@ impl Engine {
                     Err(_) => break,
                 }
             }
-            // Bounded work per round, so commands and commits are never starved.
-            for (name, events) in &feeds {
+            // Bounded work per round, so commands and commits are never starved; none while a
+            // statement waits for its epoch, and no more than EPOCH_WORK in one epoch.
+            // A statement waits for this epoch (a read of the catalog does not count).
+            if !self.acks.is_empty() {
+                last_statement = Some(Instant::now());
+            }
+            let interactive = last_statement.is_some_and(|at| at.elapsed() < INTERACTIVE);
+            let full =
+                |work: Duration| work >= EPOCH_WORK_MAX || (interactive && work >= EPOCH_WORK);
+            'feeding: for (name, events) in &feeds {
                 for _ in 0..crate::connector::CHANNEL_BATCHES {
+                    if !self.acks.is_empty() || full(feed_work) {
+                        break 'feeding;
+                    }
                     match events.try_recv() {
-                        Ok(event) => self.guarded(|engine| engine.on_source_event(name, event)),
+                        Ok(event) => {
+                            let started = Instant::now();
+                            self.guarded(|engine| engine.on_source_event(name, event));
+                            feed_work += started.elapsed();
+                        }
                         Err(_) => break,
                     }
                 }
@@ -140,6 +173,7 @@ impl Engine {
                 .values()
                 .any(|v| v.graph.is_some() && v.plan.uses_wall_clock());
             if !self.acks.is_empty()
+                || full(feed_work)
                 || building
                 || self.subscriptions.starting()
                 || ((self.dirty || clocked || self.sinks_need_commit()) && due)
@@ -147,6 +181,7 @@ impl Engine {
             {
                 self.guarded(|engine| engine.commit_and_ack());
                 last_commit = Instant::now();
+                feed_work = Duration::ZERO;
             } else if due {
                 self.publish_stats();
                 last_commit = Instant::now();
