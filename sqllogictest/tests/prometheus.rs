@@ -196,6 +196,7 @@ async fn prometheus_scrapes_figures_that_move() {
     });
     prometheus.wait_for("eddy_statements_total", |v| v >= 4.0);
     prometheus.wait_for("eddy_epoch_commit_duration_seconds_count", |v| v >= 3.0);
+    prometheus.wait_for("eddy_epoch_write_duration_seconds_count", |v| v >= 3.0);
     prometheus.wait_for("eddy_epoch_bytes_written_total", |v| v > 0.0);
     prometheus.wait_for("eddy_connections_open", |v| v >= 1.0);
     prometheus.wait_for(
