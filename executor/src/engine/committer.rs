@@ -13,6 +13,7 @@
 //! snapshot waits until it is written. Queries and subscriptions read the store itself, which
 //! holds durable epochs only.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -103,7 +104,15 @@ impl PipelinedStore {
     /// Runs on the committer thread.
     fn write(&self, job: Job) {
         let started = Instant::now();
-        let result = self.inner.commit(&job.batch).map_err(ExecError::from);
+        // A panic in the store must not end this thread: the engine would wait for it forever.
+        let result =
+            match std::panic::catch_unwind(AssertUnwindSafe(|| self.inner.commit(&job.batch))) {
+                Ok(written) => written.map_err(ExecError::from),
+                Err(panic) => Err(ExecError::Internal(format!(
+                    "the store failed while writing an epoch: {}",
+                    super::run_loop::panic_message(panic.as_ref())
+                ))),
+            };
         let took = started.elapsed();
         drop(job.batch);
         // Reads see the store itself from here on: it has the epoch, or the engine reloads.

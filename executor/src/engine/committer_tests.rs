@@ -14,10 +14,19 @@ use eddy_storage::{
 use super::{Ack, PipelinedStore};
 use crate::ExecError;
 
-/// A store whose commits wait for a word on `gate`, and fail when it says so.
+/// What a gated commit does once let through.
+#[derive(Clone, Copy)]
+enum Outcome {
+    Write,
+    Fail,
+    Panic,
+}
+use Outcome::{Fail, Panic, Write};
+
+/// A store whose commits wait for a word on `gate`, and do what it says.
 struct GatedStore {
     rows: MemStore,
-    gate: Mutex<Receiver<bool>>,
+    gate: Mutex<Receiver<Outcome>>,
 }
 
 impl Store for GatedStore {
@@ -28,15 +37,16 @@ impl Store for GatedStore {
         self.rows.scan_table(table)
     }
     fn commit(&self, batch: &EpochBatch) -> Result<()> {
-        let succeed = self.gate.lock().unwrap().recv().unwrap();
-        if !succeed {
-            return Err(StorageError::Fault(StoreFault {
+        let outcome = self.gate.lock().unwrap().recv().unwrap();
+        match outcome {
+            Write => self.rows.commit(batch),
+            Fail => Err(StorageError::Fault(StoreFault {
                 kind: FaultKind::DiskFull,
                 data_dir: "data".into(),
                 detail: "No space left on device".into(),
-            }));
+            })),
+            Panic => panic!("a bug in the store"),
         }
-        self.rows.commit(batch)
     }
     fn snapshot(&self) -> Result<Snapshot> {
         self.rows.snapshot()
@@ -78,7 +88,7 @@ fn reads_during_a_write_see_it_and_statements_wait_for_durability() {
     });
     let mut first = EpochBatch::default();
     first.put(20, b"gone", b"old".to_vec());
-    open.send(true).unwrap();
+    open.send(Write).unwrap();
     inner.commit(&first).unwrap();
 
     let store = PipelinedStore::start(inner.clone()).unwrap();
@@ -116,7 +126,7 @@ fn reads_during_a_write_see_it_and_statements_wait_for_durability() {
         snapshot_taken.send(rows).unwrap();
     });
     assert!(taken.recv_timeout(Duration::from_millis(100)).is_err());
-    open.send(true).unwrap();
+    open.send(Write).unwrap();
     assert_eq!(
         taken.recv_timeout(Duration::from_secs(5)).unwrap(),
         vec![(b"a".to_vec(), b"1".to_vec())]
@@ -144,7 +154,7 @@ fn a_failed_write_answers_its_statements_with_the_fault_and_is_read_no_more() {
         Box::new(move |_| published.lock().unwrap().push("published".into())),
         vec![ack(&events), ack(&events)],
     );
-    open.send(false).unwrap();
+    open.send(Fail).unwrap();
     let error = done
         .recv_timeout(Duration::from_secs(5))
         .unwrap()
@@ -160,7 +170,34 @@ fn a_failed_write_answers_its_statements_with_the_fault_and_is_read_no_more() {
     assert_eq!(store.get(&table_key(20, b"a")).unwrap(), None);
     // The next epoch is written afresh.
     let (next, _batch) = store.begin(one_row("2"), Box::new(|_| {}), Vec::new());
-    open.send(true).unwrap();
+    open.send(Write).unwrap();
+    assert!(next.recv_timeout(Duration::from_secs(5)).unwrap().is_ok());
+    assert_eq!(
+        store.get(&table_key(20, b"a")).unwrap(),
+        Some(b"2".to_vec())
+    );
+}
+
+#[test]
+fn a_panic_in_the_store_fails_the_epoch_and_the_committer_goes_on() {
+    let (open, gate) = unbounded();
+    let inner = Arc::new(GatedStore {
+        rows: MemStore::default(),
+        gate: Mutex::new(gate),
+    });
+    let store = PipelinedStore::start(inner).unwrap();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let (done, _batch) = store.begin(one_row("1"), Box::new(|_| {}), vec![ack(&events)]);
+    open.send(Panic).unwrap();
+    let error = done
+        .recv_timeout(Duration::from_secs(5))
+        .unwrap()
+        .unwrap_err();
+    assert!(error.to_string().contains("a bug in the store"), "{error}");
+    assert_eq!(events.lock().unwrap().len(), 1);
+    assert!(events.lock().unwrap()[0].starts_with("ack error"));
+    let (next, _batch) = store.begin(one_row("2"), Box::new(|_| {}), Vec::new());
+    open.send(Write).unwrap();
     assert!(next.recv_timeout(Duration::from_secs(5)).unwrap().is_ok());
     assert_eq!(
         store.get(&table_key(20, b"a")).unwrap(),

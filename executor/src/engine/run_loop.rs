@@ -99,8 +99,10 @@ impl Engine {
             match select.select_timeout(wait) {
                 Ok(operation) if Some(operation.index()) == written_index => {
                     let done = written.as_ref().expect("selected");
-                    let outcome = operation.recv(done);
-                    if let (Some(in_flight), Ok(outcome)) = (self.in_flight.take(), outcome) {
+                    let outcome = operation.recv(done).unwrap_or_else(|_| {
+                        Err(ExecError::Internal("the committer stopped".into()))
+                    });
+                    if let Some(in_flight) = self.in_flight.take() {
                         self.guarded(|engine| {
                             let _ = engine.complete(in_flight, outcome);
                         });
@@ -137,12 +139,12 @@ impl Engine {
                     Err(_) => break,
                 }
             }
-            // Bounded work per round, so commands and commits are never starved; none while a
-            // statement waits for its epoch, and no more than EPOCH_WORK in one epoch.
             // A statement waits for this epoch (a read of the catalog does not count).
             if !self.acks.is_empty() {
                 last_statement = Some(Instant::now());
             }
+            // Bounded work per round, so commands and commits are never starved; none while a
+            // statement waits for its epoch, and no more than EPOCH_WORK in one epoch.
             let interactive = last_statement.is_some_and(|at| at.elapsed() < INTERACTIVE);
             let full =
                 |work: Duration| work >= EPOCH_WORK_MAX || (interactive && work >= EPOCH_WORK);
