@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crossbeam_channel::{unbounded, Receiver};
+use crossbeam_channel::{unbounded, Receiver, Sender};
 use eddy_storage::keys::table_key;
 use eddy_storage::{
     EpochBatch, FaultKind, KeyRange, MemStore, Result, Snapshot, StorageError, Store, StoreFault,
@@ -56,6 +56,17 @@ impl Store for GatedStore {
     }
 }
 
+/// A committer over a gated store: the sender lets each commit through.
+fn gated() -> (Sender<Outcome>, Arc<GatedStore>, Arc<PipelinedStore>) {
+    let (open, gate) = unbounded();
+    let inner = Arc::new(GatedStore {
+        rows: MemStore::default(),
+        gate: Mutex::new(gate),
+    });
+    let store = PipelinedStore::start(inner.clone()).unwrap();
+    (open, inner, store)
+}
+
 /// An acknowledgement that reports into `events`.
 fn ack(events: &Arc<Mutex<Vec<String>>>) -> Ack {
     let events = events.clone();
@@ -81,17 +92,12 @@ fn one_row(value: &str) -> EpochBatch {
 
 #[test]
 fn reads_during_a_write_see_it_and_statements_wait_for_durability() {
-    let (open, gate) = unbounded();
-    let inner = Arc::new(GatedStore {
-        rows: MemStore::default(),
-        gate: Mutex::new(gate),
-    });
+    let (open, inner, store) = gated();
     let mut first = EpochBatch::default();
     first.put(20, b"gone", b"old".to_vec());
     open.send(Write).unwrap();
     inner.commit(&first).unwrap();
 
-    let store = PipelinedStore::start(inner.clone()).unwrap();
     let events = Arc::new(Mutex::new(Vec::new()));
     let published = events.clone();
     let (done, _batch) = store.begin(
@@ -141,12 +147,7 @@ fn reads_during_a_write_see_it_and_statements_wait_for_durability() {
 
 #[test]
 fn a_failed_write_answers_its_statements_with_the_fault_and_is_read_no_more() {
-    let (open, gate) = unbounded();
-    let inner = Arc::new(GatedStore {
-        rows: MemStore::default(),
-        gate: Mutex::new(gate),
-    });
-    let store = PipelinedStore::start(inner).unwrap();
+    let (open, _inner, store) = gated();
     let events = Arc::new(Mutex::new(Vec::new()));
     let published = events.clone();
     let (done, _batch) = store.begin(
@@ -180,12 +181,7 @@ fn a_failed_write_answers_its_statements_with_the_fault_and_is_read_no_more() {
 
 #[test]
 fn a_panic_in_the_store_fails_the_epoch_and_the_committer_goes_on() {
-    let (open, gate) = unbounded();
-    let inner = Arc::new(GatedStore {
-        rows: MemStore::default(),
-        gate: Mutex::new(gate),
-    });
-    let store = PipelinedStore::start(inner).unwrap();
+    let (open, _inner, store) = gated();
     let events = Arc::new(Mutex::new(Vec::new()));
     let (done, _batch) = store.begin(one_row("1"), Box::new(|_| {}), vec![ack(&events)]);
     open.send(Panic).unwrap();

@@ -119,11 +119,7 @@ impl Engine {
                 Ok(operation) => {
                     let (name, events) = &feeds[operation.index() - 1];
                     match operation.recv(events) {
-                        Ok(event) => {
-                            let started = Instant::now();
-                            self.guarded(|engine| engine.on_source_event(name, event));
-                            feed_work += started.elapsed();
-                        }
+                        Ok(event) => feed_work += self.timed_source_event(name, event),
                         // Its connector ended and all it sent is taken: a disconnected channel
                         // is always ready, so waiting on it again would spin.
                         Err(_) => self.stop_waiting_on(name, events),
@@ -154,11 +150,7 @@ impl Engine {
                         break 'feeding;
                     }
                     match events.try_recv() {
-                        Ok(event) => {
-                            let started = Instant::now();
-                            self.guarded(|engine| engine.on_source_event(name, event));
-                            feed_work += started.elapsed();
-                        }
+                        Ok(event) => feed_work += self.timed_source_event(name, event),
                         Err(_) => break,
                     }
                 }
@@ -195,6 +187,13 @@ impl Engine {
                 return;
             }
         }
+    }
+
+    /// Applies a batch from a feed; how long it took counts towards the epoch's bound.
+    fn timed_source_event(&mut self, name: &str, event: SourceEvent) -> Duration {
+        let started = Instant::now();
+        self.guarded(|engine| engine.on_source_event(name, event));
+        started.elapsed()
     }
 
     /// Runs `work`, turning a panic (a bug, here or in a library) into an abandoned epoch:
