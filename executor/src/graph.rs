@@ -13,11 +13,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::Field;
+use datafusion::physical_expr::PhysicalExpr;
 use eddy_planner::{NodeKind, StreamNode, StreamPlan};
 use eddy_storage::{EpochBatch, Store, TableId};
 
 use crate::aggregate::{AggregateOperator, SessionAggregateOperator, WindowedAggregateOperator};
 use crate::engine::StateBudget;
+use crate::exchange::ExchangeOperator;
 use crate::join::{AsofJoinOperator, JoinOperator, LookupJoinOperator, StoredRelation};
 use crate::operators::{
     FilterOperator, InputOperator, MaterializeOperator, ProctimeOperator, ProjectOperator,
@@ -53,9 +55,12 @@ impl Graph {
     /// the view's result table; stateful operators take the following ids, children before
     /// their parents, left before right.
     /// `relations` finds where a table or view looked up by a lookup join keeps its rows.
+    /// Keyed operators run as `instances` instances (see [`crate::exchange`]), each with state
+    /// tables of its own.
     pub fn build(
         plan: &StreamPlan,
         table_ids: &[TableId],
+        instances: usize,
         state: &StateContext,
         relations: &dyn Fn(&str) -> Option<StoredRelation>,
     ) -> Result<Self> {
@@ -65,6 +70,7 @@ impl Graph {
             state,
             relations,
             state_ids: table_ids.iter().skip(1).copied(),
+            instances,
             nodes: Vec::new(),
             inputs: Vec::new(),
         };
@@ -90,9 +96,21 @@ impl Graph {
         self.state_budget = Some(budget);
     }
 
-    /// How many table ids a plan needs: the result table and the operators' state tables.
-    pub fn table_ids_needed(plan: &StreamPlan) -> usize {
-        1 + plan.state_tables()
+    /// How many table ids a plan needs run as `instances`: the result table and the operators'
+    /// state tables (a keyed operator's for each instance).
+    pub fn table_ids_needed(plan: &StreamPlan, instances: usize) -> usize {
+        fn tables(node: &StreamNode, instances: usize) -> usize {
+            let own = match route_keys(&node.kind) {
+                Some(_) if instances > 1 => node.state_tables() * instances,
+                _ => node.state_tables(),
+            };
+            own + node
+                .inputs
+                .iter()
+                .map(|n| tables(n, instances))
+                .sum::<usize>()
+        }
+        1 + tables(&plan.root, instances)
     }
 
     /// The stream key's fields of the view's changelog.
@@ -306,6 +324,7 @@ struct Builder<'a, I> {
     state: &'a StateContext,
     relations: &'a dyn Fn(&str) -> Option<StoredRelation>,
     state_ids: I,
+    instances: usize,
     nodes: Vec<Node>,
     inputs: Vec<(String, usize)>,
 }
@@ -326,7 +345,34 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
             .iter()
             .map(|input| self.build(input))
             .collect::<Result<Vec<_>>>()?;
-        let operator: Box<dyn Operator> = match &node.kind {
+        let operator = match route_keys(&node.kind) {
+            Some(keys) if self.instances > 1 => {
+                let instances = (0..self.instances)
+                    .map(|_| self.operator(node))
+                    .collect::<Result<Vec<_>>>()?;
+                Box::new(ExchangeOperator::new(
+                    instances,
+                    keys,
+                    self.state.workers.clone(),
+                ))
+            }
+            _ => self.operator(node)?,
+        };
+        let index = self.nodes.len();
+        for (port, &child) in children.iter().enumerate() {
+            self.nodes[child].parent = Some((index, port));
+        }
+        self.nodes.push(Node {
+            operator,
+            parent: None,
+            children,
+        });
+        Ok(index)
+    }
+
+    /// One instance of `node`'s operator, with its own state tables.
+    fn operator(&mut self, node: &StreamNode) -> Result<Box<dyn Operator>> {
+        Ok(match &node.kind {
             NodeKind::Input { input, projection } => {
                 let input = &self.plan.inputs[*input];
                 let clocks: BTreeSet<usize> =
@@ -435,16 +481,26 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                     self.state,
                 )?)
             }
-        };
-        let index = self.nodes.len();
-        for (port, &child) in children.iter().enumerate() {
-            self.nodes[child].parent = Some((index, port));
+        })
+    }
+}
+
+/// The keys a node's operator keeps its state by, per input, when it can run as instances
+/// that each own some keys: joins on equal keys, GROUP BY (one grouping set, not SESSION),
+/// top-N and OVER with a PARTITION BY. None for the rest (a global aggregate, a join with no
+/// equal keys, stateless operators).
+fn route_keys(kind: &NodeKind) -> Option<Vec<Vec<Arc<dyn PhysicalExpr>>>> {
+    let keyed = |keys: &Vec<Arc<dyn PhysicalExpr>>| (!keys.is_empty()).then(|| keys.clone());
+    match kind {
+        NodeKind::Join(join) => Some(vec![keyed(&join.left.keys)?, keyed(&join.right.keys)?]),
+        NodeKind::Asof(asof) => Some(vec![keyed(&asof.left.keys)?, keyed(&asof.right.keys)?]),
+        NodeKind::Aggregate(aggregate)
+            if aggregate.grouping_sets.is_none() && aggregate.session.is_none() =>
+        {
+            Some(vec![keyed(&aggregate.group_exprs)?])
         }
-        self.nodes.push(Node {
-            operator,
-            parent: None,
-            children,
-        });
-        Ok(index)
+        NodeKind::TopN(top) => Some(vec![keyed(&top.partition_by)?]),
+        NodeKind::OverWindow(over) => Some(vec![keyed(&over.partition_by)?]),
+        _ => None,
     }
 }

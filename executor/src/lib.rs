@@ -14,7 +14,9 @@
 //! - [`view_errors`]: rows a view's expressions failed on, kept for `eddy_catalog.view_errors`.
 //! - [`join`]: equi-joins over changelogs (inner, outer, semi, anti, mark), state by join key.
 //! - [`temporal_filter`]: rows in a view while the wall clock is within bounds on their time.
+//! - [`exchange`]: a keyed operator run as one instance per worker, rows routed by key hash.
 //! - [`graph`]: one view's operators as a tree, driven message by message, barriers aligned.
+//! - [`workers`]: the worker threads those instances run on (`--workers`).
 //! - [`engine`]: the epoch loop: applies DML, runs barriers, commits each epoch atomically.
 //! - [`sink`]: each epoch's changes of a table or view into a sink log, shipped out by a
 //!   sender thread (Kafka) exactly once.
@@ -28,6 +30,7 @@ pub mod clocks;
 pub mod connector;
 pub mod engine;
 pub mod error;
+pub mod exchange;
 pub mod feed;
 pub mod formats;
 pub mod graph;
@@ -47,6 +50,7 @@ pub mod temporal_filter;
 pub mod top_n;
 pub mod view_errors;
 pub mod watermark;
+pub mod workers;
 
 pub use chunk::{Barrier, Message, Op, StreamChunk, Watermark};
 pub use engine::{EngineHandle, TableDef, TableKey};

@@ -3,7 +3,7 @@
 //! state can later be split across worker threads by key hash.
 
 /// How many partitions state keys are spread over.
-const PARTITIONS: u16 = 256;
+pub const PARTITIONS: u16 = 256;
 
 /// FNV-1a of `key`, modulo [`PARTITIONS`]: stable across versions and machines.
 pub fn partition(key: &[u8]) -> u16 {

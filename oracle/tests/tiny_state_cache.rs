@@ -1,11 +1,17 @@
 //! The oracle's seeds with a state cache of 4 KiB, so that every operator state path misses,
 //! reads back from the store and evicts, including across the kill -9 restarts some seeds
 //! make (`EDDY_ORACLE_TINY_CACHE_SEEDS`, default 4 of each kind). The answers must be those the
-//! batch engine gives, as with the default cache.
+//! batch engine gives, as with the default cache. One worker here (the default elsewhere is the
+//! machine's cores): with `oracle.rs` and `workers.rs`, the oracle runs 1, the cores, and 4.
 
 #[tokio::test]
 async fn views_equal_their_batch_queries_with_a_tiny_state_cache() {
-    eddy_oracle::set_server_args(vec!["--state-cache-mib".into(), "0.004".into()]);
+    eddy_oracle::set_server_args(vec![
+        "--state-cache-mib".into(),
+        "0.004".into(),
+        "--workers".into(),
+        "1".into(),
+    ]);
     let seeds: u64 = std::env::var("EDDY_ORACLE_TINY_CACHE_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -13,6 +19,6 @@ async fn views_equal_their_batch_queries_with_a_tiny_state_cache() {
     let failures = eddy_oracle::run_seeds(seeds).await;
     assert!(
         failures.is_empty(),
-        "oracle seeds failed with a tiny state cache: {failures:?} (replay one: cargo run -p eddy-oracle --bin oracle-soak -- --state-cache-mib 0.004 --first SEED --seeds 1 [--kind joins|stream-joins])"
+        "oracle seeds failed with a tiny state cache: {failures:?} (replay one: cargo run -p eddy-oracle --bin oracle-soak -- --state-cache-mib 0.004 --workers 1 --first SEED --seeds 1 [--kind joins|stream-joins])"
     );
 }

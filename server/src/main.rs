@@ -71,6 +71,11 @@ struct Args {
     /// Default: one per four cores, at least one.
     #[arg(long, env = "EDDY_MAX_CONCURRENT_SCANS")]
     max_concurrent_scans: Option<usize>,
+    /// Worker threads a materialized view's joins, GROUP BYs, top-N and OVER run on, each
+    /// owning a share of the keys (a view keeps the count it was created with). Default: the
+    /// machine's cores.
+    #[arg(long, env = "EDDY_WORKERS", value_parser = clap::value_parser!(u32).range(1..=256))]
+    workers: Option<u32>,
     /// The memory operators' state caches hold together, in MiB (fractions allowed: `0.004` is
     /// 4 KiB). State beyond it stays in the store and is read back as keys need it.
     #[arg(long, env = "EDDY_STATE_CACHE_MIB", default_value_t = 1024.0)]
@@ -152,6 +157,10 @@ async fn serve() -> anyhow::Result<()> {
     let restoring = std::time::Instant::now();
     let engine = EngineHandle::start(store.clone(), args.checkpoint_interval)?;
     engine.set_state_budget(args.view_state_memory_limit, args.state_memory_limit);
+    engine.set_workers(args.workers.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |n| n as usize,
+    ));
     engine.set_state_cache((args.state_cache_mib.max(0.0) * 1048576.0) as usize);
     engine.set_subscribe_limits(args.subscribe_buffer, args.subscribe_history);
     let db = eddy_server::context::open_database(store, engine.clone())

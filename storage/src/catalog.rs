@@ -38,6 +38,10 @@ pub struct CatalogEntry {
     /// A view's operators' key layout when it was created (absent before Eddy recorded it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_layout: Option<String>,
+    /// How many instances a view's keyed operators run as (`--workers` when it was created;
+    /// absent: one, as before Eddy ran views on workers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u32>,
     /// A source's message schema (Avro's JSON, a Protobuf descriptor set in hex) as read at
     /// CREATE: a restart decodes with it, not with whatever the schema file holds by then.
     #[serde(default, skip_serializing_if = "Option::is_none")]

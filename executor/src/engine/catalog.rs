@@ -135,8 +135,10 @@ impl Engine {
                 include,
             } => self.restore_index(entry, relation, columns, include)?,
             Restore::View(plan) => {
+                let instances = entry.workers.map_or(1, |w| w as usize);
+                let state = self.state_context();
                 let mut graph =
-                    Graph::build(&plan, &entry.table_ids, &self.state_context(), &|name| {
+                    Graph::build(&plan, &entry.table_ids, instances, &state, &|name| {
                         self.stored_relation(name)
                     })?;
                 graph.set_state_budget(self.state_budget.clone());
@@ -213,6 +215,7 @@ impl Engine {
             table_ids,
             failed: None,
             key_layout: None,
+            workers: None,
             source_schema: None,
             source_key_schema: None,
         };
@@ -279,18 +282,20 @@ impl Engine {
             .into_iter()
             .filter(|name| self.sources.contains_key(*name))
             .count();
-        let ids = Graph::table_ids_needed(&plan) + sources_read;
+        let instances = self.workers.count();
+        let ids = Graph::table_ids_needed(&plan, instances) + sources_read;
         let first_id = self.counters.next_table_id;
         // The view's rows, its operators' state (in the store's state keyspace), then one id
         // per source reader.
-        let state = 1..Graph::table_ids_needed(&plan) as TableId;
+        let state = 1..Graph::table_ids_needed(&plan, instances) as TableId;
         let table_ids: Vec<TableId> = (0..ids as TableId)
             .map(|i| match state.contains(&i) {
                 true => eddy_storage::keys::state_table_id(first_id + i),
                 false => first_id + i,
             })
             .collect();
-        let mut graph = Graph::build(&plan, &table_ids, &self.state_context(), &|name| {
+        let context = self.state_context();
+        let mut graph = Graph::build(&plan, &table_ids, instances, &context, &|name| {
             self.stored_relation(name)
         })?;
         graph.set_state_budget(self.state_budget.clone());
@@ -328,6 +333,7 @@ impl Engine {
         debug_assert_eq!(entry.table_ids.len(), table_ids.len());
         entry.table_ids = table_ids;
         entry.key_layout = Some(plan.key_layout());
+        entry.workers = Some(instances as u32);
         entry.write(&mut self.epoch_writes)?;
         self.views.insert(
             name,

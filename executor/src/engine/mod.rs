@@ -110,8 +110,8 @@ enum Command {
         reply: Reply<()>,
     },
     Restore {
-        entry: CatalogEntry,
-        object: Restore,
+        entry: Box<CatalogEntry>,
+        object: Box<Restore>,
         reply: Reply<()>,
     },
     Drop {
@@ -189,6 +189,8 @@ pub struct EngineHandle {
     commit_observer: Arc<OnceLock<CommitObserver>>,
     state_budget: Arc<StateBudget>,
     state_cache: Arc<StateCache>,
+    /// The threads views' keyed operators run on.
+    workers: Arc<crate::workers::Workers>,
     subscriptions: Arc<crate::subscribe::SubscriptionRegistry>,
 }
 
@@ -203,6 +205,7 @@ impl EngineHandle {
         engine.commit_observer = commit_observer.clone();
         let state_budget = engine.state_budget.clone();
         let state_cache = engine.state_cache.clone();
+        let workers = engine.workers.clone();
         let subscriptions = engine.subscriptions.registry.clone();
         engine.publish_stats();
         // Evaluating an expression as deep as the server's depth limit allows recurses once
@@ -218,6 +221,7 @@ impl EngineHandle {
             commit_observer,
             state_budget,
             state_cache,
+            workers,
             subscriptions,
         })
     }
@@ -247,6 +251,11 @@ impl EngineHandle {
             reply,
         })
         .await
+    }
+
+    /// Sets how many workers new views' keyed operators run on (before any view is restored).
+    pub fn set_workers(&self, workers: usize) {
+        self.workers.set(workers);
     }
 
     /// Sets how much memory the operators' state caches may hold together (bytes).
@@ -338,8 +347,8 @@ impl EngineHandle {
 
     pub async fn restore(&self, entry: CatalogEntry, object: Restore) -> Result<()> {
         self.request(|reply| Command::Restore {
-            entry,
-            object,
+            entry: Box::new(entry),
+            object: Box::new(object),
             reply,
         })
         .await
@@ -542,6 +551,8 @@ struct Engine {
     state_budget: Arc<StateBudget>,
     /// The node's cache of operator state (shared by every state table).
     state_cache: Arc<StateCache>,
+    /// The threads views' keyed operators run on.
+    workers: Arc<crate::workers::Workers>,
     /// Objects a reload could not restore yet (see `unrestored`).
     unrestored: Vec<(CatalogEntry, Restore)>,
     subscriptions: subscriptions::Subscriptions,

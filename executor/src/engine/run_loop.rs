@@ -38,6 +38,7 @@ impl Engine {
             commit_observer: Arc::new(OnceLock::new()),
             state_budget: Arc::new(StateBudget::default()),
             state_cache: Arc::new(StateCache::default()),
+            workers: Arc::default(),
             unrestored: Vec::new(),
             subscriptions: Default::default(),
         })
@@ -46,6 +47,7 @@ impl Engine {
     /// Where operators open their state tables.
     pub(super) fn state_context(&self) -> StateContext {
         StateContext::new(self.store.clone(), self.state_cache.clone())
+            .with_workers(self.workers.clone())
     }
 
     pub(super) fn load_counters(store: &dyn Store) -> Result<Counters> {
@@ -258,7 +260,7 @@ impl Engine {
                 object,
                 reply,
             } => {
-                let _ = reply.send(self.restore(entry, object));
+                let _ = reply.send(self.restore(*entry, *object));
             }
             Command::Drop { kind, name, reply } => {
                 let result = self.drop_object(kind, &name);

@@ -14,7 +14,9 @@ use eddy_planner::{JoinOutputKey, JoinPlan, JoinSideInfo};
 use eddy_storage::{EpochBatch, MemStore};
 
 use super::{JoinOperator, SLICE_ROWS};
+use crate::exchange::ExchangeOperator;
 use crate::state_table::{StateCache, StateContext};
+use crate::workers::Workers;
 use crate::{Barrier, Message, Op, Operator, StreamChunk};
 
 fn side_schema(prefix: &str) -> SchemaRef {
@@ -110,12 +112,17 @@ fn plan(join_type: JoinType, with_filter: bool) -> (JoinPlan, SchemaRef) {
 }
 
 struct Harness {
-    operator: JoinOperator,
+    operator: Box<dyn Operator>,
+    /// Instances the join runs as (more than one: behind an exchange, on two workers).
+    instances: usize,
     state: StateContext,
     plan: JoinPlan,
     schema: SchemaRef,
     /// The materialized output: output row (as text) → count.
     rows: BTreeMap<String, i64>,
+    /// The output as a view keeps it: the last row inserted under each stream key, removed by
+    /// a delete of that key (so the order of changes to one key matters).
+    keyed: BTreeMap<String, String>,
     chunks: Vec<usize>,
     /// Cache evictions of the operators replaced by restarts.
     evictions: u64,
@@ -128,14 +135,21 @@ impl Harness {
     }
 
     fn with_plan(plan: JoinPlan, schema: SchemaRef, cache: StateCache) -> Self {
-        let state = StateContext::new(Arc::new(MemStore::default()), Arc::new(cache));
-        let operator = JoinOperator::new(plan.clone(), [20, 21], schema.clone(), &state).unwrap();
+        Self::on_instances(plan, schema, cache, 1)
+    }
+
+    fn on_instances(plan: JoinPlan, schema: SchemaRef, cache: StateCache, n: usize) -> Self {
+        let state = StateContext::new(Arc::new(MemStore::default()), Arc::new(cache))
+            .with_workers(Arc::new(Workers::new(2)));
+        let operator = build(&plan, &schema, &state, n);
         Self {
             operator,
+            instances: n,
             state,
             plan,
             schema,
             rows: BTreeMap::new(),
+            keyed: BTreeMap::new(),
             chunks: Vec::new(),
             evictions: 0,
         }
@@ -163,6 +177,11 @@ impl Harness {
                 if *count == 0 {
                     self.rows.remove(&text);
                 }
+                let (_, key) = text.split_once(" key ").expect("a key");
+                match op.is_insert() {
+                    true => self.keyed.insert(key.to_string(), text.clone()),
+                    false => self.keyed.remove(key),
+                };
                 changes.push(format!("{} {text}", if op.is_insert() { "+" } else { "-" }));
             }
         }
@@ -191,14 +210,29 @@ impl Harness {
             .iter()
             .map(|t| t.evictions)
             .sum::<u64>();
-        self.operator = JoinOperator::new(
-            self.plan.clone(),
-            [20, 21],
-            self.schema.clone(),
-            &self.state,
-        )
-        .unwrap();
+        self.operator = build(&self.plan, &self.schema, &self.state, self.instances);
     }
+}
+
+/// The join as one operator, or as `n` instances (tables 20 + 2i and 21 + 2i) behind an
+/// exchange.
+fn build(plan: &JoinPlan, schema: &SchemaRef, state: &StateContext, n: usize) -> Box<dyn Operator> {
+    let one = |i: u32| {
+        let tables = [20 + 2 * i, 21 + 2 * i];
+        JoinOperator::new(plan.clone(), tables, schema.clone(), state).unwrap()
+    };
+    if n == 1 {
+        return Box::new(one(0));
+    }
+    let instances = (0..n as u32)
+        .map(|i| Box::new(one(i)) as Box<dyn Operator>)
+        .collect();
+    let keys = vec![plan.left.keys.clone(), plan.right.keys.clone()];
+    Box::new(ExchangeOperator::new(
+        instances,
+        keys,
+        state.workers.clone(),
+    ))
 }
 
 /// A row's visible columns and key, `_` for NULL: `1 10 | 1 20 | key 7 8`.
@@ -526,4 +560,67 @@ fn a_row_arriving_to_a_fixed_key_is_not_kept() {
     h.restart();
     assert_eq!(h.push(0, "- 3 7 12"), ["- 7 12 7 20 key 3 5"]);
     assert_eq!(h.view(), ["7 10 7 20 key 1 5"]);
+}
+
+/// Random inserts, deletes and moves of a live row to another join key (its delete and its
+/// insert under the same id, in one chunk: behind an exchange the two halves go to different
+/// instances).
+fn random_moves(seed: u64, steps: usize) -> Vec<(usize, String)> {
+    let mut random = Random(seed);
+    let mut live: [Vec<(i64, i64, i64)>; 2] = [Vec::new(), Vec::new()];
+    let mut next_id = 1;
+    let mut changes = Vec::new();
+    for _ in 0..steps {
+        let s = random.below(2) as usize;
+        let mut lines = Vec::new();
+        for _ in 0..1 + random.below(4) {
+            let pick = random.below(4);
+            if pick < 2 && !live[s].is_empty() {
+                let at = random.below(live[s].len() as u64) as usize;
+                let (id, k, v) = live[s][at];
+                lines.push(format!("- {id} {k} {v}"));
+                if pick == 0 {
+                    let moved = (k + 1 + random.below(5) as i64) % 6;
+                    lines.push(format!("+ {id} {moved} {v}"));
+                    live[s][at] = (id, moved, v);
+                } else {
+                    live[s].swap_remove(at);
+                }
+                continue;
+            }
+            let (id, k, v) = (next_id, random.below(6) as i64, random.below(20) as i64);
+            next_id += 1;
+            live[s].push((id, k, v));
+            lines.push(format!("+ {id} {k} {v}"));
+        }
+        changes.push((s, lines.join("\n")));
+    }
+    changes
+}
+
+/// The join behind an exchange (three instances on two workers) answers what the single join
+/// does, change by change, through barriers and restarts, for every join type, with rows
+/// moving between join keys (and so between instances) inside one chunk.
+#[test]
+fn instances_behind_an_exchange_give_the_same_answers() {
+    for join_type in JOIN_TYPES {
+        for seed in 1..6u64 {
+            let changes = random_moves(seed, 60);
+            let (plan, schema) = plan(join_type, seed % 2 == 0);
+            let mut one = Harness::with_plan(plan.clone(), schema.clone(), StateCache::default());
+            let mut three = Harness::on_instances(plan, schema, StateCache::default(), 3);
+            let first = run(&mut one, &changes);
+            assert_eq!(first, run(&mut three, &changes), "{join_type} seed {seed}");
+            let rows = |h: &Harness| {
+                h.operator
+                    .join_state()
+                    .iter()
+                    .map(|s| (s.rows, s.distinct_keys))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(rows(&one), rows(&three), "{join_type} seed {seed}");
+            assert_eq!(one.keyed, three.keyed, "{join_type} seed {seed}");
+            assert_eq!(three.operator.state_tables().len(), 6);
+        }
+    }
 }

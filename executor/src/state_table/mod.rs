@@ -52,16 +52,27 @@ const FLAG_MARKERS: u64 = 1;
 /// The first bytes of every auxiliary key.
 pub const AUX_PREFIX: [u8; 2] = [0xFF, 0xFF];
 
-/// Where operators' state tables live: the store, and the node's cache budget.
+/// Where operators' state tables live: the store, and the node's cache budget (and the
+/// workers their instances run on).
 #[derive(Clone)]
 pub struct StateContext {
     pub store: Arc<dyn Store>,
     pub cache: Arc<StateCache>,
+    /// The threads keyed operators' instances run on.
+    pub workers: Arc<crate::workers::Workers>,
 }
 
 impl StateContext {
     pub fn new(store: Arc<dyn Store>, cache: Arc<StateCache>) -> Self {
-        Self { store, cache }
+        Self {
+            store,
+            cache,
+            workers: Arc::default(),
+        }
+    }
+
+    pub fn with_workers(self, workers: Arc<crate::workers::Workers>) -> Self {
+        Self { workers, ..self }
     }
 
     /// Opens state table `table` (see [`KeyedStateTable::open`]).

@@ -21,14 +21,22 @@ struct Args {
     /// The state cache each eddy gets, in MiB (a few KiB makes every state path miss and evict).
     #[arg(long)]
     state_cache_mib: Option<f64>,
+    /// The workers each eddy runs views on (default: its own default, the machine's cores).
+    #[arg(long)]
+    workers: Option<u32>,
 }
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    let mut server_args = Vec::new();
     if let Some(mib) = args.state_cache_mib {
-        eddy_oracle::set_server_args(vec!["--state-cache-mib".into(), mib.to_string()]);
+        server_args.extend(["--state-cache-mib".into(), mib.to_string()]);
     }
+    if let Some(workers) = args.workers {
+        server_args.extend(["--workers".into(), workers.to_string()]);
+    }
+    eddy_oracle::set_server_args(server_args);
     let started = Instant::now();
     let mut failed = Vec::new();
     for seed in args.first..args.first + args.seeds {
