@@ -181,19 +181,25 @@ fn split(
 ) -> Result<Vec<Vec<Option<StreamChunk>>>> {
     let mut cuts = vec![0];
     if chunk.ops.iter().any(|op| !op.is_insert()) {
-        let key_columns: Vec<ArrayRef> = match chunk.key_len {
-            0 => chunk.batch.columns().to_vec(),
-            _ => chunk.key_columns().to_vec(),
+        // No key columns: a relation of at most one row (a global aggregate), every row
+        // under the same (empty) key.
+        let keys = match chunk.key_len {
+            0 => None,
+            _ => {
+                let key_columns = chunk.key_columns();
+                let fields = key_columns
+                    .iter()
+                    .map(|k| SortField::new(k.data_type().clone()))
+                    .collect();
+                Some(RowConverter::new(fields)?.convert_columns(key_columns)?)
+            }
         };
-        let fields = key_columns
-            .iter()
-            .map(|k| SortField::new(k.data_type().clone()))
-            .collect();
-        let keys = RowConverter::new(fields)?.convert_columns(&key_columns)?;
         // By a hash of the key: a collision only cuts where no cut was needed.
         let mut owner: HashMap<u64, usize> = HashMap::new();
         for (row, &target) in targets.iter().enumerate() {
-            let key = fnv64(keys.row(row).as_ref());
+            let key = keys
+                .as_ref()
+                .map_or(0, |keys| fnv64(keys.row(row).as_ref()));
             if owner.get(&key).is_some_and(|&other| other != target) {
                 cuts.push(row);
                 owner.clear();

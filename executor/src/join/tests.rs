@@ -158,9 +158,13 @@ impl Harness {
     /// Applies a change to side 0 (`l`) or 1 (`r`); returns its output rows in order.
     fn push(&mut self, side: usize, text: &str) -> Vec<String> {
         let prefix = if side == 0 { "l" } else { "r" };
+        self.push_chunk(side, chunk(prefix, text))
+    }
+
+    fn push_chunk(&mut self, side: usize, chunk: StreamChunk) -> Vec<String> {
         let mut out = Vec::new();
         self.operator
-            .process_input_chunk(side, chunk(prefix, text), &mut out)
+            .process_input_chunk(side, chunk, &mut out)
             .unwrap();
         let mut changes = Vec::new();
         for message in out {
@@ -623,4 +627,46 @@ fn instances_behind_an_exchange_give_the_same_answers() {
             assert_eq!(three.operator.state_tables().len(), 6);
         }
     }
+}
+
+/// Inputs without a stream key (one row at most, as a global aggregate gives): the row's
+/// update to another join key moves it between instances, and its delete must still come out
+/// before its insert, for the one output key it has.
+#[test]
+fn a_keyless_row_moving_between_instances_keeps_its_order() {
+    let (mut plan, schema) = plan(JoinType::Left, false);
+    plan.left.key_fields.clear();
+    plan.right.key_fields.clear();
+    plan.output_key = JoinOutputKey::Left;
+    let update = |prefix: &str, from: i64, to: i64| {
+        let (ks, vs) = (vec![from, to], vec![1, 1]);
+        StreamChunk::new(
+            vec![Op::UpdateDelete, Op::UpdateInsert],
+            &side_schema(prefix),
+            vec![
+                Arc::new(Int64Array::from(ks)),
+                Arc::new(Int64Array::from(vs)),
+            ],
+            vec![],
+        )
+        .unwrap()
+    };
+    let first = |prefix: &str| {
+        let columns: Vec<Arc<dyn Array>> = vec![
+            Arc::new(Int64Array::from(vec![0])),
+            Arc::new(Int64Array::from(vec![1])),
+        ];
+        StreamChunk::new(vec![Op::Insert], &side_schema(prefix), columns, vec![]).unwrap()
+    };
+    let mut one = Harness::with_plan(plan.clone(), schema.clone(), StateCache::default());
+    let mut three = Harness::on_instances(plan, schema, StateCache::default(), 3);
+    for h in [&mut one, &mut three] {
+        h.push_chunk(0, first("l"));
+        h.push_chunk(1, first("r"));
+        for (from, to) in (0..12).zip(1..13) {
+            h.push_chunk(0, update("l", from, to));
+            assert_eq!(h.keyed.len(), 1, "the left row went missing at key {to}");
+        }
+    }
+    assert_eq!(one.keyed, three.keyed);
 }
