@@ -334,6 +334,11 @@ impl EddyProcess {
         }
     }
 
+    /// Sets the extra command-line arguments the next [`EddyProcess::restart`] starts with.
+    pub fn set_extra_args(&mut self, args: Vec<String>) {
+        self.config.extra_args = args;
+    }
+
     /// Starts the server again on the same data directory, as after a crash:
     /// kills it first if it is still running.
     pub async fn restart(&mut self) -> Result<()> {

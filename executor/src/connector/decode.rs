@@ -67,6 +67,59 @@ impl BinaryDecoder {
     }
 }
 
+/// Messages below which a batch is decoded in one part (splitting costs more than it saves).
+const PART_MESSAGES: usize = 1024;
+
+/// Decodes `messages` in up to `decoders.len()` parts at once, one decoder each, on the
+/// shared thread pool: a source read by one thread (a file) still decodes on every core.
+/// The result is as [`Decoder::decode`] of the whole batch gives it.
+pub fn decode_in_parts(decoders: &[Decoder], messages: &[&[u8]]) -> Decoded {
+    let parts = decoders.len().min(messages.len() / PART_MESSAGES).max(1);
+    if parts == 1 {
+        return decoders[0].decode(messages);
+    }
+    let size = messages.len().div_ceil(parts);
+    let chunks: Vec<&[&[u8]]> = messages.chunks(size).collect();
+    let mut decoded: Vec<Option<Decoded>> = (0..chunks.len()).map(|_| None).collect();
+    rayon::scope(|scope| {
+        for ((decoder, chunk), out) in decoders.iter().zip(&chunks).zip(decoded.iter_mut()) {
+            scope.spawn(move |_| *out = Some(decoder.decode(chunk)));
+        }
+    });
+    let mut whole = Decoded {
+        rows: RecordBatch::new_empty(decoders[0].schema.clone()),
+        good: Vec::with_capacity(messages.len()),
+        bad: Vec::new(),
+    };
+    let mut batches = Vec::with_capacity(chunks.len());
+    for (part, decoded) in decoded.into_iter().enumerate() {
+        let decoded = decoded.expect("every part is decoded");
+        let offset = part * size;
+        whole.good.extend(decoded.good.iter().map(|i| i + offset));
+        whole
+            .bad
+            .extend(decoded.bad.into_iter().map(|(i, e)| (i + offset, e)));
+        // A part with no good message has an empty batch of its own (the declared schema).
+        if decoded.rows.num_rows() > 0 {
+            batches.push(decoded.rows);
+        }
+    }
+    let Some(first) = batches.first() else {
+        return whole;
+    };
+    match concat_batches(&first.schema(), &batches) {
+        Ok(rows) => whole.rows = rows,
+        Err(error) => {
+            // Parts of one schema always concatenate; were they not to, every message says so.
+            whole.good.clear();
+            whole.bad = (0..messages.len())
+                .map(|i| (i, error.to_string()))
+                .collect();
+        }
+    }
+    whole
+}
+
 /// Rows a kept JSON decoder takes per batch at least (more when a batch needs it).
 const JSON_BATCH_ROWS: usize = 8192;
 

@@ -150,6 +150,44 @@ fn batches_larger_than_the_kept_decoder() {
     assert_eq!(decoded.rows.num_rows(), 3);
 }
 
+/// A batch decoded in parts at once gives what one decoder gives the whole: the same rows in
+/// order, and the bad messages (some parts all bad) numbered as in the batch.
+#[test]
+fn parts_decoded_at_once_equal_the_whole() {
+    let texts: Vec<String> = (0..5000)
+        .map(|i| match i {
+            i if i % 97 == 5 || (1200..1300).contains(&i) => format!("{{\"id\": {i}, \"ts\": 7"),
+            i => format!(r#"{{"id": {i}, "name": "n{i}", "ts": "2024-01-01 00:00:00"}}"#),
+        })
+        .collect();
+    let messages: Vec<&[u8]> = texts.iter().map(|t| t.as_bytes()).collect();
+    let whole = Decoder::new(schema(), Encode::Json).decode(&messages);
+    for parts in [1, 2, 3, 4] {
+        let decoders: Vec<Decoder> = (0..parts)
+            .map(|_| Decoder::new(schema(), Encode::Json))
+            .collect();
+        for range in [0..5000, 1200..1300, 0..1500] {
+            let batch = &messages[range.clone()];
+            let expected = match range.len() {
+                5000 => Decoded {
+                    rows: whole.rows.clone(),
+                    good: whole.good.clone(),
+                    bad: whole.bad.clone(),
+                },
+                _ => Decoder::new(schema(), Encode::Json).decode(batch),
+            };
+            let decoded = decode_in_parts(&decoders, batch);
+            assert_eq!(decoded.good, expected.good, "{parts} parts of {range:?}");
+            assert_eq!(decoded.bad, expected.bad, "{parts} parts of {range:?}");
+            assert_eq!(decoded.rows.num_rows(), expected.rows.num_rows());
+            if expected.rows.num_rows() > 0 {
+                assert_eq!(decoded.rows.columns(), expected.rows.columns());
+            }
+        }
+    }
+    assert_eq!(whole.bad.len(), 100 + 51);
+}
+
 #[test]
 fn timestamps_with_and_without_the_plain_path() {
     // A column of plain date-times takes the quick path; one epoch-millis value sends the

@@ -8,7 +8,7 @@ use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::decode::Decoder;
+use super::decode::{decode_in_parts, Decoder};
 use super::{with_includes, MessageMeta, SplitReport};
 use super::{
     Connector, ConnectorContext, DeadLetter, Encode, SourceBatch, SourceEvent, SourceSpec,
@@ -24,7 +24,8 @@ pub struct FileConnector {
     path: PathBuf,
     follow: bool,
     header: bool,
-    decoder: Decoder,
+    /// One per core: a batch's lines are decoded in parts at once.
+    decoders: Vec<Decoder>,
     spec: SourceSpec,
     block_size: usize,
 }
@@ -47,7 +48,9 @@ impl FileConnector {
             path,
             follow,
             header,
-            decoder: Decoder::new(spec.payload_schema.clone(), spec.encode.clone()),
+            decoders: (0..std::thread::available_parallelism().map_or(1, |n| n.get()))
+                .map(|_| Decoder::new(spec.payload_schema.clone(), spec.encode.clone()))
+                .collect(),
             spec: spec.clone(),
             block_size: BLOCK_BYTES,
         })
@@ -116,7 +119,7 @@ impl FileConnector {
                 let messages: Vec<&[u8]> = lines.iter().map(|&(a, b)| &block.buf[a..b]).collect();
                 let start_of = |i: usize| block.position + (lines[i].0 - block.start) as u64;
                 let next_position = block.position + (scan - block.start) as u64;
-                let decoded = self.decoder.decode(&messages);
+                let decoded = decode_in_parts(&self.decoders, &messages);
                 let dead_letters = decoded
                     .bad
                     .into_iter()
