@@ -122,3 +122,8 @@ echo "EDDY_KAFKA_BOOTSTRAP=$EDDY_KAFKA_BOOTSTRAP"
 
 echo "==> cargo test"
 cargo test --workspace --no-fail-fast
+
+# The .slt suite again with every view on four workers (the default here is one per core less
+# two, one on a 2-core machine): each join, GROUP BY, top-N and OVER behind an exchange.
+echo "==> cargo test --test slt, views on four workers"
+EDDY_WORKERS=4 cargo test -p eddy-sqllogictest --test slt

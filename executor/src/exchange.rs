@@ -341,8 +341,20 @@ impl Operator for ExchangeOperator {
         self.each(|o| o.state_bytes()).sum()
     }
 
+    /// Windows open in any instance, each once (every instance has its keys' share of a window).
     fn open_windows(&self) -> usize {
-        self.each(|o| o.open_windows()).max().unwrap_or(0)
+        let ends: std::collections::BTreeSet<i64> =
+            self.each(|o| o.open_window_ends()).flatten().collect();
+        match ends.is_empty() {
+            true => self.each(|o| o.open_windows()).sum(),
+            false => ends.len(),
+        }
+    }
+
+    fn open_window_ends(&self) -> Vec<i64> {
+        let ends: std::collections::BTreeSet<i64> =
+            self.each(|o| o.open_window_ends()).flatten().collect();
+        ends.into_iter().collect()
     }
 
     fn take_failed_rows(&mut self) -> Vec<crate::operators::FailedRow> {

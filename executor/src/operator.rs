@@ -72,6 +72,12 @@ pub trait Operator: Send {
         0
     }
 
+    /// The ends of the windows still open, for operators whose windows every key shares (so
+    /// that instances of one operator count a window once).
+    fn open_window_ends(&self) -> Vec<i64> {
+        Vec::new()
+    }
+
     /// Rows the operator's expressions failed on since the last call, kept for
     /// `eddy_catalog.view_errors` (operators that evaluate expressions row-wise set them aside
     /// instead of failing the epoch).

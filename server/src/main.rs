@@ -73,7 +73,8 @@ struct Args {
     max_concurrent_scans: Option<usize>,
     /// Worker threads a materialized view's joins, GROUP BYs, top-N and OVER run on, each
     /// owning a share of the keys (a view keeps the count it was created with). Default: the
-    /// machine's cores.
+    /// machine's cores less two (the source decoders, the committer and the store's
+    /// compactions keep about two busy under load), at least one.
     #[arg(long, env = "EDDY_WORKERS", value_parser = clap::value_parser!(u32).range(1..=256))]
     workers: Option<u32>,
     /// The memory operators' state caches hold together, in MiB (fractions allowed: `0.004` is
@@ -158,7 +159,7 @@ async fn serve() -> anyhow::Result<()> {
     let engine = EngineHandle::start(store.clone(), args.checkpoint_interval)?;
     engine.set_state_budget(args.view_state_memory_limit, args.state_memory_limit);
     engine.set_workers(args.workers.map_or_else(
-        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        || std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(2).max(1)),
         |n| n as usize,
     ));
     engine.set_state_cache((args.state_cache_mib.max(0.0) * 1048576.0) as usize);

@@ -465,10 +465,12 @@ impl Operator for AggregateOperator {
     }
 
     fn open_windows(&self) -> usize {
-        self.windows
-            .values()
-            .filter(|groups| !groups.is_empty())
-            .count()
+        self.open_window_ends().len()
+    }
+
+    fn open_window_ends(&self) -> Vec<i64> {
+        let open = self.windows.iter().filter(|(_, groups)| !groups.is_empty());
+        open.map(|(&end, _)| end).collect()
     }
 
     fn state_tables(&self) -> Vec<StateTableStats> {

@@ -569,6 +569,10 @@ impl Operator for WindowedAggregateOperator {
     fn open_windows(&self) -> usize {
         self.windows.len()
     }
+
+    fn open_window_ends(&self) -> Vec<i64> {
+        self.windows.keys().copied().collect()
+    }
 }
 
 fn cast_to(
