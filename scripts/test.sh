@@ -123,7 +123,8 @@ echo "EDDY_KAFKA_BOOTSTRAP=$EDDY_KAFKA_BOOTSTRAP"
 echo "==> cargo test"
 cargo test --workspace --no-fail-fast
 
-# The .slt suite again with every view on four workers (the default here is one per core less
-# two, one on a 2-core machine): each join, GROUP BY, top-N and OVER behind an exchange.
-echo "==> cargo test --test slt, views on four workers"
-EDDY_WORKERS=4 cargo test -p eddy-sqllogictest --test slt
+# The .slt suite and the kill -9 recovery test again with every view on four workers (the
+# default is one per core less two: one on a 2-core machine): each join, GROUP BY, top-N and
+# OVER behind an exchange.
+echo "==> cargo test --test slt and --test recovery (kill -9), views on four workers"
+EDDY_WORKERS=4 cargo test -p eddy-sqllogictest --test slt --test recovery

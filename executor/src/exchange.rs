@@ -208,6 +208,12 @@ fn split(
         }
     }
     cuts.push(chunk.len());
+    if cuts.len() == 2 && targets.iter().all(|&t| t == targets[0]) {
+        // Every row to one instance: the chunk goes as it is.
+        let mut part: Vec<Option<StreamChunk>> = vec![None; n];
+        part[targets[0]] = Some(chunk.clone());
+        return Ok(vec![part]);
+    }
     let mut parts = Vec::with_capacity(cuts.len() - 1);
     for window in cuts.windows(2) {
         let (start, end) = (window[0], window[1]);
@@ -282,11 +288,16 @@ impl Operator for ExchangeOperator {
         }
         let targets = self.targets(input, &chunk)?;
         for part in split(&chunk, &targets, self.instances.len())? {
+            // Held until the instances are done, so that the parts' buffers are freed here, on
+            // the thread that allocated them: freed on a worker, the allocator could not reuse
+            // them for the next chunk (the engine thread's copies then ran into fresh pages).
+            let held = part.clone();
             self.run(
                 part,
                 |operator, chunk, out| operator.process_input_chunk(input, chunk, out),
                 out,
             )?;
+            drop(held);
         }
         Ok(())
     }

@@ -52,7 +52,15 @@ impl EpochBatch {
     /// Takes `later`'s writes in, which replace this batch's writes of the same keys.
     pub fn append(&mut self, later: EpochBatch) {
         for (table, writes) in later.tables {
-            self.table(table).extend(writes);
+            match self.tables.entry(table) {
+                // A table only `later` writes (an operator instance's own): its map moves whole.
+                hashbrown::hash_map::Entry::Vacant(vacant) => {
+                    vacant.insert(writes);
+                }
+                hashbrown::hash_map::Entry::Occupied(mut occupied) => {
+                    occupied.get_mut().extend(writes)
+                }
+            }
         }
     }
 
