@@ -6,7 +6,7 @@ use datafusion::arrow::array::{Array, BooleanArray, RecordBatch};
 use datafusion::arrow::compute::{filter_record_batch, interleave};
 
 use super::{KafkaConnector, PendingMessage};
-use crate::connector::decode::Decoded;
+use crate::connector::decode::{decode_in_parts, Decoded};
 use crate::connector::{with_includes, DeadLetter, MessageMeta, SourceBatch, SourceFormat};
 use crate::formats::debezium_rows::event_changes;
 use crate::Result;
@@ -152,12 +152,12 @@ impl KafkaConnector {
     /// back in message order.
     fn decode_changes(&self, payloads: &[&[u8]], keys: &[bool]) -> Result<Decoded> {
         if !keys.contains(&true) {
-            return Ok(self.decoder.decode(payloads));
+            return Ok(decode_in_parts(&self.decoders, payloads));
         }
         let (value_at, key_at): (Vec<usize>, Vec<usize>) =
             (0..payloads.len()).partition(|&i| !keys[i]);
         let pick = |at: &[usize]| at.iter().map(|&i| payloads[i]).collect::<Vec<_>>();
-        let values = self.decoder.decode(&pick(&value_at));
+        let values = decode_in_parts(&self.decoders, &pick(&value_at));
         let tombstones = self.key_decoder.decode(&pick(&key_at));
         // (change index, which batch, row) for every good row, in change order.
         let mut rows: Vec<(usize, usize, usize)> = values

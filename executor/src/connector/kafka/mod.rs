@@ -48,7 +48,8 @@ pub struct KafkaConnector {
     config: ClientConfig,
     bootstrap: String,
     startup: StartupMode,
-    decoder: Decoder,
+    /// One per core: a batch of messages is decoded in parts at once.
+    decoders: Vec<Decoder>,
     /// Reads the keys of `FORMAT UPSERT` tombstones (JSON objects or bare values, or Avro).
     key_decoder: Decoder,
     spec: SourceSpec,
@@ -110,7 +111,9 @@ impl KafkaConnector {
             config,
             bootstrap,
             startup,
-            decoder: Decoder::new(spec.payload_schema.clone(), spec.encode.clone()),
+            decoders: (0..std::thread::available_parallelism().map_or(1, |n| n.get()))
+                .map(|_| Decoder::new(spec.payload_schema.clone(), spec.encode.clone()))
+                .collect(),
             key_decoder: Decoder::new(
                 spec.payload_schema.clone(),
                 spec.key_encode.clone().unwrap_or(Encode::Json),
