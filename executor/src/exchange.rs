@@ -15,6 +15,9 @@
 //!   starts; an update whose two halves go apart becomes a delete and an insert.
 //! - **Watermarks.** Every instance gets every watermark; a clock's merged watermark is the
 //!   lowest any instance has emitted, sent once it rises, after the instances' rows.
+//! - **Two phases.** A windowed aggregate's chunk is first aggregated on its own (one row per
+//!   group with partial states, [`crate::aggregate::PartialAggregateOperator`]); the instances
+//!   merge those, so a hot key or a HOP window's copies cross the exchange once per chunk.
 //! - **Barriers.** Each instance writes its state into a batch of its own, appended to the
 //!   epoch's in instance order: one atomic commit still.
 
@@ -36,6 +39,8 @@ use crate::{Barrier, Message, Op, Operator, Result, StreamChunk, Watermark};
 
 pub struct ExchangeOperator {
     instances: Vec<Mutex<Box<dyn Operator>>>,
+    /// Applied to each chunk before it is routed (a partial aggregate: the first phase of two).
+    local: Option<Box<dyn Operator>>,
     /// Per input: the key expressions over its visible columns, and their row encoder.
     routes: Vec<Route>,
     workers: Arc<Workers>,
@@ -59,6 +64,7 @@ impl ExchangeOperator {
     ) -> Self {
         Self {
             instances: instances.into_iter().map(Mutex::new).collect(),
+            local: None,
             routes: keys
                 .into_iter()
                 .map(|keys| Route {
@@ -69,6 +75,15 @@ impl ExchangeOperator {
             workers,
             clocks: BTreeMap::new(),
             sent: BTreeMap::new(),
+        }
+    }
+
+    /// Runs `local` on each chunk first, on the engine thread; the keys are then over its
+    /// output.
+    pub fn with_local(self, local: Box<dyn Operator>) -> Self {
+        Self {
+            local: Some(local),
+            ..self
         }
     }
 
@@ -286,6 +301,27 @@ impl Operator for ExchangeOperator {
         if chunk.is_empty() {
             return Ok(());
         }
+        let chunk = match &mut self.local {
+            Some(local) => {
+                let mut partial = Vec::new();
+                local.process_input_chunk(input, chunk, &mut partial)?;
+                match partial.pop() {
+                    Some(Message::Chunk(chunk)) if partial.is_empty() => chunk,
+                    None => return Ok(()),
+                    Some(_) => {
+                        return Err(crate::ExecError::DataFusion(
+                            datafusion::error::DataFusionError::Internal(
+                                "a local phase before an exchange gives one chunk per chunk".into(),
+                            ),
+                        ))
+                    }
+                }
+            }
+            None => chunk,
+        };
+        if chunk.is_empty() {
+            return Ok(());
+        }
         let targets = self.targets(input, &chunk)?;
         for part in split(&chunk, &targets, self.instances.len())? {
             // Held until the instances are done, so that the parts' buffers are freed here, on
@@ -300,6 +336,10 @@ impl Operator for ExchangeOperator {
             drop(held);
         }
         Ok(())
+    }
+
+    fn process_watermark(&mut self, watermark: Watermark, out: &mut Vec<Message>) -> Result<()> {
+        self.process_input_watermark(0, watermark, out)
     }
 
     fn process_input_watermark(

@@ -13,11 +13,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::Field;
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::PhysicalExpr;
 use eddy_planner::{NodeKind, StreamNode, StreamPlan};
 use eddy_storage::{EpochBatch, Store, TableId};
 
-use crate::aggregate::{AggregateOperator, SessionAggregateOperator, WindowedAggregateOperator};
+use crate::aggregate::{
+    AggregateOperator, PartialAggregateOperator, SessionAggregateOperator,
+    WindowedAggregateOperator,
+};
 use crate::engine::StateBudget;
 use crate::exchange::ExchangeOperator;
 use crate::join::{AsofJoinOperator, JoinOperator, LookupJoinOperator, StoredRelation};
@@ -346,6 +350,9 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
             .map(|input| self.build(input))
             .collect::<Result<Vec<_>>>()?;
         let operator = match route_keys(&node.kind) {
+            Some(_) if self.instances > 1 && windowed_aggregate(&node.kind).is_some() => {
+                self.two_phase_aggregate(node)?
+            }
             Some(keys) if self.instances > 1 => {
                 let instances = (0..self.instances)
                     .map(|_| self.operator(node))
@@ -368,6 +375,34 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
             children,
         });
         Ok(index)
+    }
+
+    /// A windowed aggregate on workers in two phases: each chunk aggregated on its own, then
+    /// routed by group to the instances, which merge the partial states.
+    fn two_phase_aggregate(&mut self, node: &StreamNode) -> Result<Box<dyn Operator>> {
+        let plan = windowed_aggregate(&node.kind).expect("checked by the caller");
+        let mut instances: Vec<Box<dyn Operator>> = Vec::with_capacity(self.instances);
+        let mut partial_schema = None;
+        for _ in 0..self.instances {
+            let table = self.state_id()?;
+            let operator =
+                WindowedAggregateOperator::new(plan.clone(), table, self.store.as_ref())?
+                    .merging_partials();
+            partial_schema = Some(operator.partial_schema());
+            instances.push(Box::new(operator));
+        }
+        let partial_schema = partial_schema.expect("at least one instance");
+        let keys = (0..plan.group_len())
+            .map(|i| {
+                let name = partial_schema.field(i).name();
+                Arc::new(Column::new(name, i)) as Arc<dyn PhysicalExpr>
+            })
+            .collect();
+        let local = PartialAggregateOperator::new(plan.clone(), partial_schema);
+        Ok(Box::new(
+            ExchangeOperator::new(instances, vec![keys], self.state.workers.clone())
+                .with_local(Box::new(local)),
+        ))
     }
 
     /// One instance of `node`'s operator, with its own state tables.
@@ -482,6 +517,18 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                 )?)
             }
         })
+    }
+}
+
+/// The plan of a windowed aggregate that runs vectorized (and so in two phases on workers).
+fn windowed_aggregate(kind: &NodeKind) -> Option<&eddy_planner::AggregatePlan> {
+    match kind {
+        NodeKind::Aggregate(plan)
+            if plan.session.is_none() && WindowedAggregateOperator::supports(plan) =>
+        {
+            Some(plan)
+        }
+        _ => None,
     }
 }
 

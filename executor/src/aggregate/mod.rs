@@ -14,10 +14,12 @@ mod accumulators;
 mod distinct;
 mod grouping;
 mod min_max;
+mod partial;
 mod session;
 mod state;
 mod windowed;
 
+pub use partial::PartialAggregateOperator;
 pub use session::SessionAggregateOperator;
 pub use windowed::WindowedAggregateOperator;
 

@@ -47,6 +47,9 @@ pub struct WindowedAggregateOperator {
     windows: BTreeMap<i64, WindowGroups>,
     /// Pages of closed windows, deleted at the next barrier: (window end, page count).
     closed_pages: Vec<(i64, usize)>,
+    /// Whether the input is partial aggregates (a page's layout: groups, then states) from a
+    /// [`super::PartialAggregateOperator`] before an exchange, rather than rows.
+    merges_partials: bool,
 }
 
 /// The groups of one window.
@@ -105,9 +108,44 @@ impl WindowedAggregateOperator {
             state_table,
             windows: BTreeMap::new(),
             closed_pages: Vec::new(),
+            merges_partials: false,
         };
         operator.load(store)?;
         Ok(operator)
+    }
+
+    /// The operator taking partial aggregates (see [`super::PartialAggregateOperator`]).
+    pub fn merging_partials(self) -> Self {
+        Self {
+            merges_partials: true,
+            ..self
+        }
+    }
+
+    /// The layout of a partial aggregate's rows: the group columns, then the states.
+    pub fn partial_schema(&self) -> SchemaRef {
+        self.page_schema.clone()
+    }
+
+    /// The chunk's group columns and, per aggregate, its inputs: partial states to merge, or
+    /// arguments and FILTER masks of rows.
+    fn inputs(&self, chunk: StreamChunk) -> Result<(Vec<ArrayRef>, AggregateInputs)> {
+        if !self.merges_partials {
+            let (chunk, group_columns) = grouped_rows(&self.plan, chunk)?;
+            let inputs = AggregateInputs::evaluate(&self.plan, &chunk.batch)?;
+            return Ok((group_columns, inputs));
+        }
+        let columns = chunk.visible_columns();
+        let mut at = self.plan.group_len();
+        let mut arguments = Vec::with_capacity(self.plan.aggregates.len());
+        for agg in &self.plan.aggregates {
+            let width = agg.state_fields()?.len();
+            arguments.push(columns[at..at + width].to_vec());
+            at += width;
+        }
+        let filters = vec![None; arguments.len()];
+        let group_columns = columns[..self.plan.group_len()].to_vec();
+        Ok((group_columns, AggregateInputs { arguments, filters }))
     }
 
     fn group_schema(&self) -> SchemaRef {
@@ -384,13 +422,15 @@ impl WindowGroups {
         Ok(())
     }
 
-    /// Interns one window's rows and feeds them to the accumulators.
+    /// Interns one window's rows and feeds them to the accumulators (`merge`: the rows are
+    /// partial aggregates, `arguments` their states).
     fn update(
         &mut self,
         group_columns: &[ArrayRef],
         arguments: &[Vec<ArrayRef>],
         filters: &[Option<BooleanArray>],
         indices: &mut Vec<usize>,
+        merge: bool,
     ) -> Result<()> {
         let before = self.group_values.len();
         self.group_values.intern(group_columns, indices)?;
@@ -420,7 +460,10 @@ impl WindowGroups {
         for ((accumulator, args), filter) in
             self.accumulators.iter_mut().zip(arguments).zip(filters)
         {
-            accumulator.update_batch(args, indices, filter.as_ref(), groups)?;
+            match merge {
+                true => accumulator.merge_batch(args, indices, groups)?,
+                false => accumulator.update_batch(args, indices, filter.as_ref(), groups)?,
+            }
         }
         Ok(())
     }
@@ -435,10 +478,10 @@ impl Operator for WindowedAggregateOperator {
         if chunk.ops.iter().any(|op| !op.is_insert()) {
             return Err(internal("the windowed aggregate received a retraction"));
         }
-        let (chunk, group_columns) = grouped_rows(&self.plan, chunk)?;
-        let rows = chunk.len();
-        let inputs = AggregateInputs::evaluate(&self.plan, &chunk.batch)?;
+        let (group_columns, inputs) = self.inputs(chunk)?;
+        let rows = group_columns.first().map_or(0, |c| c.len());
         let ends = self.window_ends(&group_columns)?;
+        let merge = self.merges_partials;
         let mut indices = Vec::with_capacity(rows);
         if ends.windows(2).all(|pair| pair[0] == pair[1]) {
             // The usual case: the whole chunk falls in one window.
@@ -450,6 +493,7 @@ impl Operator for WindowedAggregateOperator {
                 &inputs.arguments,
                 &inputs.filters,
                 &mut indices,
+                merge,
             );
         }
         let mut rows_by_end: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
@@ -479,7 +523,7 @@ impl Operator for WindowedAggregateOperator {
                 })
                 .collect::<Result<Vec<_>>>()?;
             self.window_mut(end)?
-                .update(&group_part, &arguments, &filters, &mut indices)?;
+                .update(&group_part, &arguments, &filters, &mut indices, merge)?;
         }
         Ok(())
     }

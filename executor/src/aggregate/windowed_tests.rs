@@ -275,3 +275,65 @@ fn agrees_with_the_general_operator_over_many_groups_and_pages() {
     }
     assert!(store.scan_table(STATE).unwrap().len() >= 6);
 }
+
+/// In two phases on workers (each chunk aggregated on its own, the partial states merged by
+/// three instances behind an exchange): the same changes at every barrier, the same rows at
+/// window close, across a restart, as the operator taking rows.
+#[test]
+fn two_phases_behind_an_exchange_agree_with_one() {
+    use crate::aggregate::PartialAggregateOperator;
+    use crate::exchange::ExchangeOperator;
+    for close in [false, true] {
+        let (store, parts) = (MemStore::default(), MemStore::default());
+        let one = |store: &MemStore| WindowedAggregateOperator::new(plan(close), STATE, store);
+        let phased = |store: &MemStore| {
+            let instances: Vec<Box<dyn Operator>> = (0..3)
+                .map(|i| {
+                    let op = WindowedAggregateOperator::new(plan(close), STATE + i, store).unwrap();
+                    Box::new(op.merging_partials()) as Box<dyn Operator>
+                })
+                .collect();
+            let schema = one(store).unwrap().partial_schema();
+            let keys: Vec<Arc<dyn PhysicalExpr>> =
+                vec![Arc::new(Column::new("k", 0)), Arc::new(Column::new("w", 1))];
+            let workers = Arc::new(crate::workers::Workers::new(2));
+            ExchangeOperator::new(instances, vec![keys], workers)
+                .with_local(Box::new(PartialAggregateOperator::new(plan(close), schema)))
+        };
+        let mut single: Box<dyn Operator> = Box::new(one(&store).unwrap());
+        let mut split: Box<dyn Operator> = Box::new(phased(&parts));
+        let mut epoch = 0;
+        for round in 0..6i64 {
+            // A hot key (0) takes half the rows; windows end at 10, 20, 30, 40 and close as
+            // the watermark passes them.
+            let text: String = (0..3_000i64)
+                .map(|i| {
+                    let k = if i % 2 == 0 { 0 } else { (i * 7 + round) % 500 };
+                    format!("+ {k} {} {}\n", 10 * (1 + round / 2 + i % 2), i % 89)
+                })
+                .collect();
+            push(single.as_mut(), &text);
+            push(split.as_mut(), &text);
+            epoch += 1;
+            let (mut a, mut b) = (
+                barrier(single.as_mut(), &store, epoch),
+                barrier(split.as_mut(), &parts, epoch),
+            );
+            a.sort();
+            b.sort();
+            assert_eq!(a, b, "barrier of round {round}, close {close}");
+            let (mut a, mut b) = (
+                watermark(single.as_mut(), 10 * (round / 2)),
+                watermark(split.as_mut(), 10 * (round / 2)),
+            );
+            a.sort();
+            b.sort();
+            assert_eq!(a, b, "watermark of round {round}, close {close}");
+            if round == 2 {
+                single = Box::new(one(&store).unwrap());
+                split = Box::new(phased(&parts));
+            }
+        }
+        assert!(!parts.scan_table(STATE + 2).unwrap().is_empty());
+    }
+}
