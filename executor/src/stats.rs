@@ -37,6 +37,8 @@ pub struct ViewStats {
     pub state_tables: Vec<crate::state_table::StateTableStats>,
     /// Set once the view failed: it is no longer maintained.
     pub failed: Option<eddy_storage::ViewFailure>,
+    /// How many instances its keyed operators run as (`--workers` when it was created).
+    pub workers: u32,
 }
 
 /// One side of one join, for `eddy_catalog.join_state`.

@@ -138,6 +138,12 @@ async fn views_keep_their_workers_and_answers_across_a_crash() {
         on_four,
         "the views kept their instances"
     );
+    let workers = rows(
+        &client,
+        "SELECT name, workers FROM eddy_catalog.materialized_views",
+    )
+    .await;
+    assert!(workers.iter().all(|r| r[1] == "4"), "{workers:?}");
 
     let (name, query) = VIEWS[0];
     client
@@ -149,6 +155,12 @@ async fn views_keep_their_workers_and_answers_across_a_crash() {
         count(&tables, "order_names_again", "join left").as_deref(),
         Some("1")
     );
+    let workers = rows(
+        &client,
+        "SELECT workers FROM eddy_catalog.materialized_views WHERE name = 'order_names_again'",
+    )
+    .await;
+    assert_eq!(workers, [["1"]]);
     let again = rows(&client, "SELECT * FROM order_names_again").await;
     assert_eq!(again, rows(&client, query).await);
 }

@@ -63,6 +63,7 @@ impl Engine {
                         state_bytes: graph.map_or(0, |g| g.state_bytes() as u64),
                         state_tables: graph.map_or_else(Vec::new, Graph::state_tables),
                         failed: view.entry.failed.clone(),
+                        workers: view.entry.workers.unwrap_or(1),
                     }
                 })
                 .collect(),

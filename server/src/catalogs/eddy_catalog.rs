@@ -154,6 +154,10 @@ impl SystemSchema {
                         .map(|v| v.failed.as_ref().map(|f| f.message.clone())),
                 ),
             ),
+            (
+                "workers",
+                ints(v.iter().map(|v| Some(i64::from(v.workers)))),
+            ),
         ])
     }
 
