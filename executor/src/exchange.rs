@@ -189,11 +189,7 @@ impl ExchangeOperator {
 
 /// `chunk` cut where a stream key moves to another instance, each part split by instance:
 /// `parts[p][i]` holds part `p`'s rows for instance `i` (None when it has none).
-fn split(
-    chunk: &StreamChunk,
-    targets: &[usize],
-    n: usize,
-) -> Result<Vec<Vec<Option<StreamChunk>>>> {
+fn split(chunk: StreamChunk, targets: &[usize], n: usize) -> Result<Vec<Vec<Option<StreamChunk>>>> {
     let mut cuts = vec![0];
     if chunk.ops.iter().any(|op| !op.is_insert()) {
         // No key columns: a relation of at most one row (a global aggregate), every row
@@ -226,7 +222,7 @@ fn split(
     if cuts.len() == 2 && targets.iter().all(|&t| t == targets[0]) {
         // Every row to one instance: the chunk goes as it is.
         let mut part: Vec<Option<StreamChunk>> = vec![None; n];
-        part[targets[0]] = Some(chunk.clone());
+        part[targets[0]] = Some(chunk);
         return Ok(vec![part]);
     }
     let mut parts = Vec::with_capacity(cuts.len() - 1);
@@ -240,7 +236,7 @@ fn split(
             .into_iter()
             .map(|rows| match rows.is_empty() {
                 true => Ok(None),
-                false => piece(chunk, targets, start, end, rows).map(Some),
+                false => piece(&chunk, targets, start, end, rows).map(Some),
             })
             .collect::<Result<Vec<_>>>()?;
         parts.push(part);
@@ -323,11 +319,11 @@ impl Operator for ExchangeOperator {
             return Ok(());
         }
         let targets = self.targets(input, &chunk)?;
-        for part in split(&chunk, &targets, self.instances.len())? {
+        for part in split(chunk, &targets, self.instances.len())? {
             // Held until the instances are done, so that the parts' buffers are freed here, on
             // the thread that allocated them: freed on a worker, the allocator could not reuse
             // them for the next chunk (the engine thread's copies then ran into fresh pages).
-            let held = part.clone();
+            let held: Vec<_> = part.iter().flatten().map(|c| c.batch.clone()).collect();
             self.run(
                 part,
                 |operator, chunk, out| operator.process_input_chunk(input, chunk, out),

@@ -45,6 +45,14 @@ pub(crate) async fn start_eddy() -> Result<EddyProcess> {
     EddyProcess::start_fresh_with(|config| config.extra_args.extend(args)).await
 }
 
+/// How many seeds a test runs: environment variable `var` when set to a number, else `default`.
+pub fn seeds_from_env(var: &str, default: u64) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Runs seeds `1..=seeds` of every kind (windowed views, joins, stream joins); returns the
 /// failed ones (`"7"`, `"7 (joins)"`), each failure's error printed.
 pub async fn run_seeds(seeds: u64) -> Vec<String> {

@@ -3,10 +3,7 @@
 
 #[tokio::test]
 async fn views_equal_their_batch_queries() {
-    let seeds: u64 = std::env::var("EDDY_ORACLE_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(12);
+    let seeds = eddy_oracle::seeds_from_env("EDDY_ORACLE_SEEDS", 12);
     let failures = eddy_oracle::run_seeds(seeds).await;
     assert!(
         failures.is_empty(),

@@ -12,10 +12,7 @@ async fn views_equal_their_batch_queries_with_a_tiny_state_cache() {
         "--workers".into(),
         "1".into(),
     ]);
-    let seeds: u64 = std::env::var("EDDY_ORACLE_TINY_CACHE_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(4);
+    let seeds = eddy_oracle::seeds_from_env("EDDY_ORACLE_TINY_CACHE_SEEDS", 4);
     let failures = eddy_oracle::run_seeds(seeds).await;
     assert!(
         failures.is_empty(),

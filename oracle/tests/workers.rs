@@ -6,10 +6,7 @@
 #[tokio::test]
 async fn views_on_four_workers_equal_their_batch_queries() {
     eddy_oracle::set_server_args(vec!["--workers".into(), "4".into()]);
-    let seeds: u64 = std::env::var("EDDY_ORACLE_WORKERS_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(4);
+    let seeds = eddy_oracle::seeds_from_env("EDDY_ORACLE_WORKERS_SEEDS", 4);
     let failures = eddy_oracle::run_seeds(seeds).await;
     assert!(
         failures.is_empty(),

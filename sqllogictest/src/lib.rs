@@ -30,6 +30,7 @@ use tokio::task::JoinHandle;
 pub mod kafka;
 pub mod postgres;
 pub mod process_stats;
+pub mod rows;
 pub mod wire;
 
 /// Environment variable naming the `eddy` executable to test.

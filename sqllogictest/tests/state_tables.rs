@@ -3,37 +3,24 @@
 //! in `eddy_catalog.state_tables` (rows in the store, misses, evictions) and in /metrics; a
 //! restart loads no state (no group cached until rows arrive).
 
+use eddy_sqllogictest::rows::text_rows;
 use eddy_sqllogictest::{free_port, EddyProcess};
-use tokio_postgres::{Client, SimpleQueryMessage};
+use tokio_postgres::Client;
 
 const VIEW: &str =
     "SELECT o.id, c.name, o.amount FROM orders o JOIN customers c ON o.customer = c.id";
 
-async fn rows(client: &Client, sql: &str) -> Vec<Vec<String>> {
-    let mut rows = Vec::new();
-    for message in client.simple_query(sql).await.unwrap() {
-        if let SimpleQueryMessage::Row(row) = message {
-            rows.push(
-                (0..row.len())
-                    .map(|i| row.get(i).unwrap_or("NULL").to_string())
-                    .collect(),
-            );
-        }
-    }
-    rows
-}
-
 /// The view's rows against its query run in batch over the tables.
 async fn check_view(client: &Client) {
-    let view = rows(client, "SELECT * FROM order_names ORDER BY id").await;
-    let batch = rows(client, &format!("{VIEW} ORDER BY o.id")).await;
+    let view = text_rows(client, "SELECT * FROM order_names ORDER BY id").await;
+    let batch = text_rows(client, &format!("{VIEW} ORDER BY o.id")).await;
     assert!(!view.is_empty());
     assert_eq!(view, batch);
 }
 
 /// `eddy_catalog.state_tables` of the view: operator → (rows, cached groups, misses, evictions).
 async fn state_tables(client: &Client) -> Vec<(String, i64, i64, i64, i64)> {
-    rows(
+    text_rows(
         client,
         "SELECT operator, rows, cached_groups, misses, evictions FROM eddy_catalog.state_tables \
          WHERE view = 'order_names' ORDER BY operator",

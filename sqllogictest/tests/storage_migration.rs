@@ -24,22 +24,10 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// Each row's cells joined by spaces.
 async fn rows(client: &Client, sql: &str) -> Vec<String> {
-    client
-        .simple_query(sql)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter_map(|message| match message {
-            tokio_postgres::SimpleQueryMessage::Row(row) => Some(
-                (0..row.len())
-                    .map(|i| row.get(i).unwrap_or("NULL").to_string())
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            ),
-            _ => None,
-        })
-        .collect()
+    let rows = eddy_sqllogictest::rows::text_rows(client, sql).await;
+    rows.into_iter().map(|row| row.join(" ")).collect()
 }
 
 async fn check_contents(client: &Client, extra: bool) {

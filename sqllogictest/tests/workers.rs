@@ -4,8 +4,9 @@
 //! instances), and go on doing so after a kill -9 and a restart on one worker; a view created
 //! then runs on one.
 
+use eddy_sqllogictest::rows::text_rows;
 use eddy_sqllogictest::EddyProcess;
-use tokio_postgres::{Client, SimpleQueryMessage};
+use tokio_postgres::Client;
 
 const VIEWS: [(&str, &str); 4] = [
     (
@@ -28,17 +29,9 @@ const VIEWS: [(&str, &str); 4] = [
     ),
 ];
 
+/// The rows `sql` answers, sorted.
 async fn rows(client: &Client, sql: &str) -> Vec<Vec<String>> {
-    let mut rows = Vec::new();
-    for message in client.simple_query(sql).await.unwrap() {
-        if let SimpleQueryMessage::Row(row) = message {
-            rows.push(
-                (0..row.len())
-                    .map(|i| row.get(i).unwrap_or("NULL").to_string())
-                    .collect(),
-            );
-        }
-    }
+    let mut rows = text_rows(client, sql).await;
     rows.sort();
     rows
 }

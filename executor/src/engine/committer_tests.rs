@@ -145,6 +145,17 @@ fn reads_during_a_write_see_it_and_statements_wait_for_durability() {
     );
 }
 
+/// After a failed epoch, the next one is written and read back.
+fn next_epoch_is_written_afresh(open: &Sender<Outcome>, store: &PipelinedStore) {
+    let (next, _batch) = store.begin(one_row("2"), Box::new(|_| {}), Vec::new());
+    open.send(Write).unwrap();
+    assert!(next.recv_timeout(Duration::from_secs(5)).unwrap().is_ok());
+    assert_eq!(
+        store.get(&table_key(20, b"a")).unwrap(),
+        Some(b"2".to_vec())
+    );
+}
+
 #[test]
 fn a_failed_write_answers_its_statements_with_the_fault_and_is_read_no_more() {
     let (open, _inner, store) = gated();
@@ -169,14 +180,7 @@ fn a_failed_write_answers_its_statements_with_the_fault_and_is_read_no_more() {
     );
     // Nothing of it is read back.
     assert_eq!(store.get(&table_key(20, b"a")).unwrap(), None);
-    // The next epoch is written afresh.
-    let (next, _batch) = store.begin(one_row("2"), Box::new(|_| {}), Vec::new());
-    open.send(Write).unwrap();
-    assert!(next.recv_timeout(Duration::from_secs(5)).unwrap().is_ok());
-    assert_eq!(
-        store.get(&table_key(20, b"a")).unwrap(),
-        Some(b"2".to_vec())
-    );
+    next_epoch_is_written_afresh(&open, &store);
 }
 
 #[test]
@@ -192,11 +196,5 @@ fn a_panic_in_the_store_fails_the_epoch_and_the_committer_goes_on() {
     assert!(error.to_string().contains("a bug in the store"), "{error}");
     assert_eq!(events.lock().unwrap().len(), 1);
     assert!(events.lock().unwrap()[0].starts_with("ack error"));
-    let (next, _batch) = store.begin(one_row("2"), Box::new(|_| {}), Vec::new());
-    open.send(Write).unwrap();
-    assert!(next.recv_timeout(Duration::from_secs(5)).unwrap().is_ok());
-    assert_eq!(
-        store.get(&table_key(20, b"a")).unwrap(),
-        Some(b"2".to_vec())
-    );
+    next_epoch_is_written_afresh(&open, &store);
 }

@@ -4,7 +4,7 @@ use std::io::Write as _;
 
 use eddy_sqllogictest::kafka::KafkaBroker;
 use eddy_sqllogictest::EddyProcess;
-use tokio_postgres::{Client, SimpleQueryMessage};
+use tokio_postgres::Client;
 
 /// The broker, the server (kept running while the test holds it) and a client of it.
 pub struct Setup {
@@ -26,22 +26,8 @@ pub async fn setup() -> Setup {
 
 /// The rows of a query in PostgreSQL's text form (NULL as "NULL"), joined by `|`.
 pub async fn text_rows(client: &Client, sql: &str) -> Vec<String> {
-    let messages = client
-        .simple_query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    messages
-        .iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(row) => Some(
-                (0..row.len())
-                    .map(|i| row.get(i).unwrap_or("NULL").to_string())
-                    .collect::<Vec<_>>()
-                    .join("|"),
-            ),
-            _ => None,
-        })
-        .collect()
+    let rows = eddy_sqllogictest::rows::text_rows(client, sql).await;
+    rows.into_iter().map(|row| row.join("|")).collect()
 }
 
 /// The SQLSTATE a statement fails with.
