@@ -122,6 +122,8 @@ pub struct CommitReport {
     /// Keys and values the epoch wrote.
     pub bytes: u64,
     pub writes: u64,
+    /// Whether the epoch committed only the tables and views its statements reached.
+    pub scoped: bool,
 }
 
 /// Told of every committed epoch (the metrics endpoint's histogram of commit times).

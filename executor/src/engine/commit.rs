@@ -2,16 +2,35 @@
 //! acknowledgements and the FLUSHes it completes.
 
 use super::committer::{self, Written};
+use super::scope::{in_scope, Reach, Scope};
 use super::*;
 
 impl Engine {
-    /// Replies now on error; on success, once the epoch holding the change is committed.
-    /// An error after state was touched abandons the epoch (state reloads from the store).
+    /// Replies now on error; on success, once the epoch holding the change is committed (a
+    /// full epoch). An error after state was touched abandons the epoch (state reloads from
+    /// the store).
     pub(super) fn ack_after_commit<T: Send + 'static>(
         &mut self,
         reply: Reply<T>,
         result: Result<T>,
     ) {
+        self.reach = Reach::Everything;
+        self.push_ack(reply, result);
+    }
+
+    /// As [`Self::ack_after_commit`] for a statement that changed only rows of `table`: its
+    /// epoch may be scoped to the views over that table (see [`super::scope`]).
+    pub(super) fn ack_rows_after_commit<T: Send + 'static>(
+        &mut self,
+        table: &str,
+        reply: Reply<T>,
+        result: Result<T>,
+    ) {
+        self.reach.table(table);
+        self.push_ack(reply, result);
+    }
+
+    fn push_ack<T: Send + 'static>(&mut self, reply: Reply<T>, result: Result<T>) {
         match result {
             Ok(value) => {
                 self.dirty = true;
@@ -66,20 +85,36 @@ impl Engine {
     }
 
     pub(super) fn fail_pending(&mut self, why: &str) {
+        self.reach = Reach::default();
         for ack in self.acks.drain(..) {
             ack(Err(ExecError::Internal(why.to_string())));
         }
     }
 
-    /// Commits the epoch: its batch goes to the committer, which acknowledges its statements
-    /// once it is durable, while the engine goes on (see [`super::committer`]).
-    pub(super) fn commit_and_ack(&mut self) {
+    /// Commits the epoch (the objects in `scope`): its batch goes to the committer, which
+    /// acknowledges its statements once it is durable, while the engine goes on (see
+    /// [`super::committer`]).
+    pub(super) fn commit_and_ack(&mut self, scope: Scope) {
+        let started = Instant::now();
         if self.finish_in_flight().is_err() {
             // That failure abandoned this epoch too, and reloaded.
             return;
         }
-        match self.prepare_epoch() {
+        let waited = started.elapsed();
+        let scoped = scope.is_some();
+        match self.prepare_epoch(scope) {
             Ok(epoch) => {
+                // `EDDY_LOG=eddy::epochs=debug`: where a statement's time goes.
+                tracing::debug!(
+                    target: "eddy::epochs",
+                    epoch = epoch.epoch,
+                    scoped,
+                    statements = self.acks.len(),
+                    waited_for_previous_ms = waited.as_secs_f64() * 1e3,
+                    barrier_ms = (started.elapsed() - waited).as_secs_f64() * 1e3,
+                    writes = epoch.writes,
+                    "epoch prepared"
+                );
                 self.dispatch(epoch);
                 // A subscription starts at a commit, with what every later epoch changes: none
                 // may be processed before it has started.
@@ -102,7 +137,7 @@ impl Engine {
     /// Commits the epoch and waits until it is durable.
     pub(super) fn commit(&mut self) -> Result<()> {
         self.finish_in_flight()?;
-        let epoch = self.prepare_epoch()?;
+        let epoch = self.prepare_epoch(None)?;
         self.dispatch(epoch);
         self.finish_in_flight()
     }
@@ -110,7 +145,7 @@ impl Engine {
     /// Hands a prepared epoch to the committer, with the statements it acknowledges.
     fn dispatch(&mut self, prepared: PreparedEpoch) {
         let acks = std::mem::take(&mut self.acks);
-        self.subscriptions.seal();
+        self.subscriptions.seal(&prepared.scope);
         let stats = self.stats_now();
         let shared = self.stats.clone();
         let observer = self.commit_observer.get().cloned();
@@ -120,7 +155,9 @@ impl Engine {
             started,
             bytes,
             writes,
+            scope,
         } = prepared;
+        let scoped = scope.is_some();
         let on_durable = Box::new(move |write| {
             *shared.write().unwrap_or_else(|e| e.into_inner()) = stats;
             if let Some(observer) = observer {
@@ -130,6 +167,7 @@ impl Engine {
                     write,
                     bytes,
                     writes,
+                    scoped,
                 });
             }
         });
@@ -172,22 +210,25 @@ impl Engine {
         Ok(())
     }
 
-    /// Runs a barrier through every pipeline and gathers the epoch's one atomic write: rows,
-    /// state, watermarks, late rows, source positions and dead letters together.
-    fn prepare_epoch(&mut self) -> Result<PreparedEpoch> {
+    /// Runs a barrier through every pipeline (in `scope`) and gathers the epoch's one atomic
+    /// write: rows, state, watermarks, late rows, source positions and dead letters together.
+    fn prepare_epoch(&mut self, scope: Scope) -> Result<PreparedEpoch> {
         self.restore_unrestored()?;
         let started = Instant::now();
         let epoch = self.counters.epoch + 1;
         let barrier = Barrier { epoch };
         let mut batch = std::mem::take(&mut self.epoch_writes);
-        for (_, table) in self.tables.values_mut() {
-            table.commit(&mut batch, &mut self.counters.late_seq)?;
+        for (name, (_, table)) in self.tables.iter_mut() {
+            if in_scope(&scope, name) {
+                table.commit(&mut batch, &mut self.counters.late_seq)?;
+            }
         }
         // Upstream views first (creation order), so that what a view emits at its barrier
         // reaches the views reading it before their own barrier.
         let mut order: Vec<(u64, String)> = self
             .views
             .values()
+            .filter(|v| in_scope(&scope, &v.entry.name))
             .map(|v| (v.entry.seq, v.entry.name.clone()))
             .collect();
         order.sort_unstable();
@@ -215,12 +256,21 @@ impl Engine {
             self.deliver(&name, changes)?;
         }
         // Every change of the epoch has reached the sinks reading it.
-        self.log_sinks(&mut batch, epoch)?;
+        self.log_sinks(&mut batch, epoch, &scope)?;
         // Views measured at this barrier past the budget fail in this epoch; with those that
         // failed at their barrier, their catalog entries and dropped state commit now too.
         self.enforce_state_budget()?;
         batch.append(std::mem::take(&mut self.epoch_writes));
-        for feed in self.feeds.values_mut() {
+        let feeds: Vec<String> = self
+            .feeds
+            .keys()
+            .filter(|feed| in_scope(&scope, self.feed_owner(feed)))
+            .cloned()
+            .collect();
+        for name in feeds {
+            let Some(feed) = self.feeds.get_mut(&name) else {
+                continue;
+            };
             feed.commit(&mut batch)?;
             for letter in std::mem::take(&mut feed.dead_letters) {
                 sources::write_dead_letter(
@@ -241,13 +291,16 @@ impl Engine {
         self.maintain_indexes(&mut batch)?;
         let (bytes, writes) = (batch.bytes() as u64, batch.len() as u64);
         self.counters = counters;
-        self.dirty = false;
+        // What a scoped epoch left out is still to be committed.
+        self.dirty = scope.is_some();
+        self.reach = Reach::default();
         Ok(PreparedEpoch {
             epoch,
             batch,
             started,
             bytes,
             writes,
+            scope,
         })
     }
 }
@@ -259,6 +312,7 @@ struct PreparedEpoch {
     started: Instant,
     bytes: u64,
     writes: u64,
+    scope: Scope,
 }
 
 /// The epoch the committer is writing.

@@ -114,6 +114,13 @@ impl PipelinedStore {
                 ))),
             };
         let took = started.elapsed();
+        tracing::debug!(
+            target: "eddy::epochs",
+            write_ms = took.as_secs_f64() * 1e3,
+            writes = job.batch.len(),
+            statements = job.acks.len(),
+            "epoch written"
+        );
         drop(job.batch);
         // Reads see the store itself from here on: it has the epoch, or the engine reloads.
         *self.lock() = None;

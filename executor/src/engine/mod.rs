@@ -13,7 +13,7 @@
 //! views), [`commit`] (the epoch's one write, then acknowledgements), [`stats_publish`]; and
 //! per kind of object: [`catalog`], [`sources`], [`sinks`] (with [`backpressure`]),
 //! [`indexes`], [`plain_views`], [`subscriptions`], with [`view_failure`] for a view that
-//! failed alone.
+//! failed alone; [`scope`] for epochs that commit only the views a statement reaches.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -42,6 +42,7 @@ mod indexes;
 mod panic_note;
 mod plain_views;
 mod run_loop;
+mod scope;
 mod sinks;
 mod sources;
 mod stats_publish;
@@ -541,6 +542,8 @@ struct Engine {
     dirty: bool,
     /// Replies to send once the current epoch is committed.
     acks: Vec<committer::Ack>,
+    /// What those replies' statements changed (how far their epoch must reach).
+    reach: scope::Reach,
     /// Writes epochs on its own thread; `store` reads through it.
     committer: Arc<committer::PipelinedStore>,
     /// The epoch being written while the next one is processed.

@@ -34,6 +34,7 @@ impl Engine {
             epoch_writes: EpochBatch::default(),
             dirty: false,
             acks: Vec::new(),
+            reach: Default::default(),
             flushes: Vec::new(),
             commit_observer: Arc::new(OnceLock::new()),
             state_budget: Arc::new(StateBudget::default()),
@@ -69,6 +70,8 @@ impl Engine {
         let mut feed_work = Duration::ZERO;
         let mut last_statement: Option<Instant> = None;
         let mut last_tick = Instant::now();
+        // Whether the last epoch was scoped to statements (see below).
+        let mut last_scoped = false;
         loop {
             // An index build goes on epoch after epoch, a chunk each, with no idle wait.
             let building = self.building_indexes();
@@ -168,16 +171,24 @@ impl Engine {
                 .views
                 .values()
                 .any(|v| v.graph.is_some() && v.plan.uses_wall_clock());
-            if !self.acks.is_empty()
-                || full(feed_work)
-                || building
-                || self.subscriptions.starting()
-                || ((self.dirty || clocked || self.sinks_need_commit()) && due)
-                || stop.is_some()
-            {
-                self.guarded(|engine| engine.commit_and_ack());
-                last_commit = Instant::now();
-                feed_work = Duration::ZERO;
+            let checkpoint = (self.dirty || clocked || self.sinks_need_commit()) && due;
+            let full_due = full(feed_work) || checkpoint;
+            let must_be_full = building || self.subscriptions.starting() || stop.is_some();
+            if !self.acks.is_empty() || full_due || must_be_full {
+                // Statements first, in an epoch of their own that commits only what they
+                // reach (see `scope`): the source work taken in so far waits for the next
+                // full epoch, which comes right after (never two scoped epochs while one is
+                // due, so statements cannot hold the sources' commits back).
+                let scope = match must_be_full || (full_due && last_scoped) {
+                    true => None,
+                    false => self.statement_scope(),
+                };
+                last_scoped = scope.is_some();
+                self.guarded(|engine| engine.commit_and_ack(scope));
+                if !last_scoped {
+                    last_commit = Instant::now();
+                    feed_work = Duration::ZERO;
+                }
             } else if due {
                 self.publish_stats();
                 last_commit = Instant::now();
@@ -309,7 +320,7 @@ impl Engine {
                 reply,
             } => {
                 let result = self.insert(&table, batches);
-                self.ack_after_commit(reply, result);
+                self.ack_rows_after_commit(&table, reply, result);
             }
             Command::Delete {
                 table,
@@ -318,7 +329,7 @@ impl Engine {
             } => {
                 let result =
                     self.change(&table, |t, store| t.delete_where(predicate.as_ref(), store));
-                self.ack_after_commit(reply, result);
+                self.ack_rows_after_commit(&table, reply, result);
             }
             Command::Update {
                 table,
@@ -329,7 +340,7 @@ impl Engine {
                 let result = self.change(&table, |t, store| {
                     t.update_where(predicate.as_ref(), &assignments, store)
                 });
-                self.ack_after_commit(reply, result);
+                self.ack_rows_after_commit(&table, reply, result);
             }
             Command::Flush { reply } => {
                 self.dirty = true;

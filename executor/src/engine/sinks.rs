@@ -272,9 +272,15 @@ impl Engine {
         }
     }
 
-    /// At the commit of `epoch`: each sink's changes into its log, delivered epochs trimmed,
-    /// refused messages into the error table.
-    pub(super) fn log_sinks(&mut self, batch: &mut EpochBatch, epoch: u64) -> Result<()> {
+    /// At the commit of `epoch`: each sink's changes into its log (a sink whose input is
+    /// outside `scope` keeps them for the epoch committing its input), delivered epochs
+    /// trimmed, refused messages into the error table.
+    pub(super) fn log_sinks(
+        &mut self,
+        batch: &mut EpochBatch,
+        epoch: u64,
+        scope: &super::scope::Scope,
+    ) -> Result<()> {
         let ts_ms = now_ms();
         for sink in self.sinks.values_mut() {
             let log_table = sink.log_table();
@@ -283,6 +289,9 @@ impl Engine {
             }
             for error in sink.shared.take_errors() {
                 write_error(batch, log_table, &error)?;
+            }
+            if !super::scope::in_scope(scope, &sink.spec.input) {
+                continue;
             }
             let pending = std::mem::take(&mut sink.pending);
             let mut messages = Vec::new();

@@ -55,9 +55,12 @@ impl Subscriptions {
     }
 
     /// At a barrier: the changes taken so far are the epoch's; later ones are the next's.
-    pub(super) fn seal(&mut self) {
-        for tracked in self.relations.values_mut() {
-            tracked.sealed.append(&mut tracked.pending);
+    /// A relation outside the epoch's scope keeps its changes for the epoch committing them.
+    pub(super) fn seal(&mut self, scope: &super::scope::Scope) {
+        for (name, tracked) in self.relations.iter_mut() {
+            if super::scope::in_scope(scope, name) {
+                tracked.sealed.append(&mut tracked.pending);
+            }
         }
     }
 }

@@ -11,6 +11,7 @@ pub struct CommitMetrics {
     write: Histogram,
     bytes: IntCounter,
     writes: IntCounter,
+    scoped: IntCounter,
 }
 
 impl CommitMetrics {
@@ -39,6 +40,10 @@ impl CommitMetrics {
                 "eddy_epoch_writes_total",
                 "Keys written or deleted by committed epochs",
             )?,
+            scoped: IntCounter::new(
+                "eddy_epochs_scoped_total",
+                "Epochs that committed only the tables and views their statements reached, with no barrier through the others",
+            )?,
         })
     }
 
@@ -46,7 +51,8 @@ impl CommitMetrics {
         registry.register(Box::new(self.duration.clone()))?;
         registry.register(Box::new(self.write.clone()))?;
         registry.register(Box::new(self.bytes.clone()))?;
-        registry.register(Box::new(self.writes.clone()))
+        registry.register(Box::new(self.writes.clone()))?;
+        registry.register(Box::new(self.scoped.clone()))
     }
 
     pub fn observe(&self, report: &CommitReport) {
@@ -54,6 +60,9 @@ impl CommitMetrics {
         self.write.observe(report.write.as_secs_f64());
         self.bytes.inc_by(report.bytes);
         self.writes.inc_by(report.writes);
+        if report.scoped {
+            self.scoped.inc();
+        }
     }
 
     /// The engine's hook: called on the engine thread after each commit.
