@@ -264,7 +264,7 @@ impl Engine {
         let feeds: Vec<String> = self
             .feeds
             .keys()
-            .filter(|feed| in_scope(&scope, self.feed_owner(feed)))
+            .filter(|feed| scope.is_none() || in_scope(&scope, self.feed_owner(feed)))
             .cloned()
             .collect();
         for name in feeds {
