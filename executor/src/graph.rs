@@ -490,7 +490,7 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                     table,
                     node.schema.clone(),
                     &node.key_fields,
-                    self.store.as_ref(),
+                    self.state,
                 )?)
             }
             NodeKind::Proctime { clock } => Box::new(ProctimeOperator::new(*clock)),
