@@ -440,7 +440,7 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                 let plan = (**aggregate).clone();
                 let store = self.store.as_ref();
                 if plan.session.is_some() {
-                    Box::new(SessionAggregateOperator::new(plan, table, store)?)
+                    Box::new(SessionAggregateOperator::new(plan, table, self.state)?)
                 } else if WindowedAggregateOperator::supports(&plan) {
                     Box::new(WindowedAggregateOperator::new(plan, table, store)?)
                 } else {

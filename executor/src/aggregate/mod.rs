@@ -16,6 +16,7 @@ mod grouping;
 mod min_max;
 mod partial;
 mod session;
+mod session_state;
 mod state;
 mod windowed;
 

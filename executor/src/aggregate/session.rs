@@ -3,11 +3,18 @@
 //! two. Emit-on-update views see a merged session's old rows deleted and its new row inserted;
 //! `EMIT ON WINDOW CLOSE` views see each session once, when the watermark passes its end.
 //! Closed sessions are evicted. Input must be append-only (sessions cannot split).
+//!
+//! Open sessions live in a state table (`crate::state_table`): the group is the partition key,
+//! the row key the session's start (8 bytes, order-preserving), the value its accumulators,
+//! row count, end and last output. A chunk reads only the partitions it touches. The sessions'
+//! ends are indexed by auxiliary rows (`end ++ start ++ partition`), read into memory at open
+//! (as the general aggregate's windows are), so that the watermark closes them in order.
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use hashbrown::{HashMap, HashSet};
+use std::collections::BTreeSet;
+use std::ops::Bound;
 use std::sync::Arc;
+
+use hashbrown::HashSet;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array};
 use datafusion::arrow::compute::cast;
@@ -15,28 +22,15 @@ use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use datafusion::common::ScalarValue;
 use eddy_planner::window::{from_micros, to_micros};
 use eddy_planner::{AggregatePlan, SessionWindow};
-use eddy_storage::{EpochBatch, RowCodec, Store, TableId};
+use eddy_storage::{EpochBatch, KeyRange, RowCodec, StorageError, TableId};
 
-use super::state::{rebuild_after_state, StateCodec};
-use super::{
-    evaluate_all, group_bytes, group_columns, internal, new_accumulators, AggregateInputs, Group,
+use super::session_state::{
+    end_key, session_changes, time_bytes, time_from, Session, SessionId, SessionRow,
 };
-use crate::state_size::SizeEstimate;
+use super::state::{rebuild_after_state, StateCodec};
+use super::{evaluate_all, group_columns, internal, new_accumulators, AggregateInputs, Group};
+use crate::state_table::{KeyedStateTable, StateContext, StateTableStats, AUX_PREFIX};
 use crate::{Barrier, ExecError, Message, Op, Operator, Result, StreamChunk, Watermark};
-
-/// One open session of one partition (its start is the map key it is stored under).
-struct Session {
-    /// Accumulators, row count and `window_end` (the session's end).
-    group: Group,
-    /// Rows the view holds now that this session's next output replaces: start, end, values.
-    replaces: Vec<(i64, i64, Vec<ScalarValue>)>,
-}
-
-impl Session {
-    fn end(&self) -> i64 {
-        self.group.window_end.unwrap_or(i64::MIN)
-    }
-}
 
 /// Rows of one partition, in time order, that make one session with the stored sessions
 /// they overlap.
@@ -48,34 +42,26 @@ struct Run {
     rows: Vec<u32>,
 }
 
-/// A session's identity: partition key and start.
-type SessionId = (Vec<u8>, i64);
-
-/// A row the operator emits: partition key, start, end, op, aggregate values.
-type SessionRow = (Vec<u8>, i64, i64, Op, Vec<ScalarValue>);
-
 pub struct SessionAggregateOperator {
     plan: AggregatePlan,
     window: SessionWindow,
-    state_table: TableId,
     /// Which group columns partition the sessions (all but the window bounds).
     partition_indices: Vec<usize>,
     partition_codec: Option<RowCodec>,
-    /// A session's state key: its partition columns, then its start.
+    /// A session's key in tables written before state tables: its partition columns, then
+    /// its start.
     state_key_codec: RowCodec,
     state_codec: StateCodec,
-    sessions: HashMap<Vec<u8>, BTreeMap<i64, Session>>,
+    /// Open sessions: partition key → start → session.
+    table: KeyedStateTable<Session>,
     /// Every open session by end, to close them in order as the watermark passes.
     by_end: BTreeSet<(i64, Vec<u8>, i64)>,
     /// Sessions changed since the last barrier.
     dirty: HashSet<SessionId>,
-    /// Sessions merged away or closed: their state rows go at the next barrier.
-    removed: HashSet<SessionId>,
-    session_size: SizeEstimate,
 }
 
 impl SessionAggregateOperator {
-    pub fn new(plan: AggregatePlan, state_table: TableId, store: &dyn Store) -> Result<Self> {
+    pub fn new(plan: AggregatePlan, table: TableId, state: &StateContext) -> Result<Self> {
         let window = plan
             .session
             .ok_or_else(|| internal("a session aggregate without a session window"))?;
@@ -106,18 +92,23 @@ impl SessionAggregateOperator {
         let mut operator = Self {
             plan,
             window,
-            state_table,
             partition_indices,
             partition_codec,
             state_key_codec,
             state_codec,
-            sessions: HashMap::new(),
+            table: state.open(table, "session aggregate")?,
             by_end: BTreeSet::new(),
             dirty: HashSet::new(),
-            removed: HashSet::new(),
-            session_size: SizeEstimate::default(),
         };
-        operator.load(store)?;
+        if operator.table.is_legacy() {
+            operator.upgrade()?;
+        }
+        for (key, _) in operator.table.read_aux(&KeyRange::prefix(&AUX_PREFIX))? {
+            let corrupt = || StorageError::Corrupt("session index row".into());
+            let end = key.get(2..10).and_then(time_from).ok_or_else(corrupt)?;
+            let start = key.get(10..18).and_then(time_from).ok_or_else(corrupt)?;
+            operator.by_end.insert((end, key[18..].to_vec(), start));
+        }
         Ok(operator)
     }
 
@@ -131,8 +122,31 @@ impl SessionAggregateOperator {
         })
     }
 
-    fn load(&mut self, store: &dyn Store) -> Result<()> {
-        for (key, value) in store.scan_table(self.state_table)? {
+    /// Caches the sessions of `partitions`, decoding the missing ones from the store.
+    fn load<'a>(&mut self, partitions: impl IntoIterator<Item = &'a [u8]>) -> Result<()> {
+        let Self {
+            table,
+            plan,
+            state_codec,
+            ..
+        } = self;
+        table.load_with(partitions, |_, stored| {
+            let mut group = super::fresh_group(plan, None)?;
+            state_codec.restore(stored, &mut group)?;
+            group.stored = stored.len();
+            Ok(Session {
+                group,
+                replaces: Vec::new(),
+            })
+        })
+    }
+
+    /// A table written before state tables (sessions keyed by partition columns and start):
+    /// its sessions move to their places, with their index rows.
+    fn upgrade(&mut self) -> Result<()> {
+        let rows = self.table.store().scan_table(self.table.table())?;
+        let mut moved = Vec::with_capacity(rows.len());
+        for (key, value) in rows {
             let columns = self.state_key_codec.decode([key.as_slice()])?;
             let (partition_columns, start) = columns.columns().split_at(columns.num_columns() - 1);
             let start = start[0].as_primitive::<Int64Type>().value(0);
@@ -142,29 +156,42 @@ impl SessionAggregateOperator {
                 .unwrap_or_default();
             let mut group = self.new_group(0)?;
             self.state_codec.restore(&value, &mut group)?;
-            let end = group.window_end.unwrap_or(start);
-            group.window_end = Some(end);
-            // What was emitted before the restart is in the view: the next output replaces it.
-            let replaces = group
-                .last_output
-                .clone()
-                .map(|values| vec![(start, end, values)])
-                .unwrap_or_default();
-            self.session_size
-                .observe(group_bytes(partition.len(), &group), 1);
-            self.insert_session(partition, start, Session { group, replaces });
+            group.window_end = Some(group.window_end.unwrap_or(start));
+            self.table.write_raw(key, None);
+            moved.push((partition, start, group));
         }
+        self.table.rewrite_begin();
+        self.table.begin_chunk();
+        let partitions: BTreeSet<Vec<u8>> = moved.iter().map(|m| m.0.clone()).collect();
+        self.load(partitions.iter().map(Vec::as_slice))?;
+        for (partition, start, group) in moved {
+            let replaces = Vec::new();
+            self.insert_session(partition, start, Session { group, replaces })?;
+        }
+        self.table.rewritten();
         Ok(())
     }
 
-    /// Stores an open session and indexes it by end.
-    fn insert_session(&mut self, partition: Vec<u8>, start: i64, session: Session) {
-        self.by_end
-            .insert((session.end(), partition.clone(), start));
-        self.sessions
-            .entry(partition)
-            .or_default()
-            .insert(start, session);
+    /// Stores an open session (its partition loaded) and indexes it by end.
+    fn insert_session(&mut self, partition: Vec<u8>, start: i64, session: Session) -> Result<()> {
+        let end = session.end();
+        self.table
+            .write_aux(end_key(end, start, &partition), Some(Vec::new()));
+        self.table.insert(&partition, &time_bytes(start), session)?;
+        self.by_end.insert((end, partition, start));
+        Ok(())
+    }
+
+    /// Takes an open session (its partition loaded) out of the state and the index.
+    fn remove_session(&mut self, partition: &[u8], start: i64) -> Result<Option<Session>> {
+        let session = self.table.remove(partition, &time_bytes(start))?;
+        if let Some(session) = &session {
+            let end = session.end();
+            self.by_end.remove(&(end, partition.to_vec(), start));
+            self.table.write_aux(end_key(end, start, partition), None);
+        }
+        self.dirty.remove(&(partition.to_vec(), start));
+        Ok(session)
     }
 
     /// Each row's partition key (empty when nothing but the window is grouped on).
@@ -180,44 +207,32 @@ impl SessionAggregateOperator {
         })
     }
 
-    fn state_key(&self, partition: &[u8], start: i64) -> Result<Vec<u8>> {
-        let mut columns = match &self.partition_codec {
-            Some(codec) => codec.decode([partition])?.columns().to_vec(),
-            None => Vec::new(),
-        };
-        columns.push(Arc::new(Int64Array::from(vec![start])));
-        let rows = self.state_key_codec.encode(&columns, 1)?;
-        Ok(rows.row(0).as_ref().to_vec())
-    }
-
-    /// Takes every stored session of `partition` that overlaps `[start, end)` out of the
-    /// state, widening the bounds to cover them; repeats until nothing more overlaps.
-    fn absorb(&mut self, partition: &[u8], start: &mut i64, end: &mut i64) -> Vec<Session> {
+    /// Takes every stored session of `partition` (loaded) that overlaps `[start, end)` out of
+    /// the state, widening the bounds to cover them; repeats until nothing more overlaps.
+    fn absorb(&mut self, partition: &[u8], start: &mut i64, end: &mut i64) -> Result<Vec<Session>> {
         let mut absorbed = Vec::new();
-        let Some(stored) = self.sessions.get_mut(partition) else {
-            return absorbed;
-        };
         loop {
+            let Some(stored) = self.table.group(partition) else {
+                return Ok(absorbed);
+            };
             // Sessions are disjoint, so those overlapping are adjacent just below `end`.
+            let below = time_bytes(*end);
             let hits: Vec<i64> = stored
-                .range(..*end)
+                .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(&below[..])))
                 .rev()
                 .take_while(|(_, s)| s.end() > *start)
-                .map(|(&s, _)| s)
+                .filter_map(|(key, _)| time_from(key))
                 .collect();
             if hits.is_empty() {
-                return absorbed;
+                return Ok(absorbed);
             }
             for hit in hits {
-                let Some(session) = stored.remove(&hit) else {
+                let Some(mut session) = self.remove_session(partition, hit)? else {
                     continue;
                 };
-                self.by_end
-                    .remove(&(session.end(), partition.to_vec(), hit));
-                self.dirty.remove(&(partition.to_vec(), hit));
-                self.removed.insert((partition.to_vec(), hit));
                 *start = (*start).min(hit);
                 *end = (*end).max(session.end());
+                session.replaces = session.take_replaces(hit);
                 absorbed.push(session);
             }
         }
@@ -258,59 +273,22 @@ impl SessionAggregateOperator {
             }
         }
         group.row_count += rows.len() as i64;
-        self.removed.remove(&(partition.clone(), start));
         self.dirty.insert((partition.clone(), start));
-        self.insert_session(partition, start, Session { group, replaces });
-        Ok(())
+        self.insert_session(partition, start, Session { group, replaces })
     }
 
-    /// The changelog rows that bring the view up to date for one session.
+    /// The changelog rows that bring the view up to date for one session (loaded).
     fn emit_changes(
         &mut self,
         (partition, start): &SessionId,
         out: &mut Vec<SessionRow>,
     ) -> Result<()> {
-        let Some(session) = self
-            .sessions
-            .get_mut(partition)
-            .and_then(|m| m.get_mut(start))
-        else {
-            return Ok(());
-        };
-        let end = session.end();
-        if session.group.row_count == 0 {
-            // Only rows the WHERE clause dropped: the session has no row in the view.
-            for (old_start, old_end, old) in session.replaces.drain(..) {
-                out.push((partition.clone(), old_start, old_end, Op::Delete, old));
-            }
-            return Ok(());
-        }
-        let values = evaluate_all(&mut session.group)?;
-        let mut same_bounds = None;
-        for (old_start, old_end, old) in session.replaces.drain(..) {
-            if (old_start, old_end) == (*start, end) {
-                same_bounds = Some(old);
-            } else {
-                out.push((partition.clone(), old_start, old_end, Op::Delete, old));
-            }
-        }
-        match same_bounds {
-            Some(old) if old == values => {}
-            Some(old) => {
-                out.push((partition.clone(), *start, end, Op::UpdateDelete, old));
-                out.push((
-                    partition.clone(),
-                    *start,
-                    end,
-                    Op::UpdateInsert,
-                    values.clone(),
-                ));
-            }
-            None => out.push((partition.clone(), *start, end, Op::Insert, values.clone())),
-        }
-        session.replaces.push((*start, end, values.clone()));
-        session.group.last_output = Some(values);
-        Ok(())
+        let changed = self
+            .table
+            .modify(partition, &time_bytes(*start), |session| {
+                session_changes(partition, *start, session, out)
+            })?;
+        changed.unwrap_or(Ok(()))
     }
 
     /// Builds output rows: group columns in the query's order, then the aggregates.
@@ -384,6 +362,8 @@ impl Operator for SessionAggregateOperator {
             .map(|&i| group_columns[i].clone())
             .collect();
         let keys = self.partition_key(&partition_columns, rows)?;
+        self.table.begin_chunk();
+        self.load(keys.iter().map(Vec::as_slice))?;
         // Rows the WHERE clause dropped still shape the sessions but are not aggregated.
         let keep = match self.window.keep_column {
             Some(column) => Some(chunk.batch.column(column).as_boolean().clone()),
@@ -412,7 +392,7 @@ impl Operator for SessionAggregateOperator {
                     if counts(row) {
                         open.rows.push(row as u32);
                     }
-                    let more = self.absorb(&keys[row], &mut open.start, &mut open.end);
+                    let more = self.absorb(&keys[row], &mut open.start, &mut open.end)?;
                     open.absorbed.extend(more);
                     continue;
                 }
@@ -421,7 +401,7 @@ impl Operator for SessionAggregateOperator {
                 self.store_run(done, &inputs)?;
             }
             let (mut start, mut end) = (t, t + gap);
-            let absorbed = self.absorb(&keys[row], &mut start, &mut end);
+            let absorbed = self.absorb(&keys[row], &mut start, &mut end)?;
             run = Some(Run {
                 partition: keys[row].clone(),
                 start,
@@ -444,41 +424,31 @@ impl Operator for SessionAggregateOperator {
         // Only the window's time clock closes windows; other clocks pass through.
         if self.plan.watermarked && watermark.clock == self.plan.watermark_clock {
             let closed_below = watermark.value + self.plan.watermark_shift;
+            let still_open =
+                self.by_end
+                    .split_off(&(closed_below.saturating_add(1), Vec::new(), i64::MIN));
+            let closed = std::mem::replace(&mut self.by_end, still_open);
+            self.table.begin_chunk();
+            let partitions: BTreeSet<&[u8]> = closed.iter().map(|c| c.1.as_slice()).collect();
+            self.load(partitions)?;
             let mut final_rows = Vec::new();
-            while let Some(first) = self.by_end.first() {
-                if first.0 > closed_below {
-                    break;
-                }
-                let Some((_, partition, start)) = self.by_end.pop_first() else {
-                    break;
-                };
+            for (_, partition, start) in closed {
                 let id = (partition, start);
                 if self.plan.emit_on_window_close {
-                    if let Some(session) =
-                        self.sessions.get_mut(&id.0).and_then(|m| m.get_mut(&id.1))
-                    {
-                        if session.group.row_count > 0 {
-                            let values = evaluate_all(&mut session.group)?;
-                            final_rows.push((
-                                id.0.clone(),
-                                id.1,
-                                session.end(),
-                                Op::Insert,
-                                values,
-                            ));
+                    let time = time_bytes(start);
+                    let values = self.table.modify(&id.0, &time, |session| {
+                        if session.group.row_count == 0 {
+                            return Ok(None);
                         }
+                        Ok::<_, ExecError>(Some((session.end(), evaluate_all(&mut session.group)?)))
+                    })?;
+                    if let Some((end, values)) = values.transpose()?.flatten() {
+                        final_rows.push((id.0.clone(), start, end, Op::Insert, values));
                     }
                 } else if self.dirty.contains(&id) {
                     self.emit_changes(&id, &mut final_rows)?;
                 }
-                if let Some(stored) = self.sessions.get_mut(&id.0) {
-                    stored.remove(&id.1);
-                    if stored.is_empty() {
-                        self.sessions.remove(&id.0);
-                    }
-                }
-                self.dirty.remove(&id);
-                self.removed.insert(id);
+                self.remove_session(&id.0, start)?;
             }
             if let Some(chunk) = self.output(&final_rows)? {
                 out.push(Message::Chunk(chunk));
@@ -505,50 +475,40 @@ impl Operator for SessionAggregateOperator {
                 out.push(Message::Chunk(chunk));
             }
         }
-        for (partition, start) in std::mem::take(&mut self.removed) {
-            epoch.delete(self.state_table, &self.state_key(&partition, start)?);
-        }
-        // Dirty sessions leave the map while their states are encoded together.
-        let mut kept = Vec::with_capacity(dirty.len());
-        for (partition, start) in dirty {
-            if let Some(session) = self
-                .sessions
-                .get_mut(&partition)
-                .and_then(|m| m.remove(&start))
-            {
-                kept.push((partition, start, session));
-            }
-        }
-        let states = self.state_codec.encode_all(
-            kept.iter_mut().map(|(_, _, session)| &mut session.group),
-            || new_accumulators(&self.plan),
-        )?;
-        let measured: usize = kept
-            .iter()
-            .map(|(partition, _, session)| group_bytes(partition.len(), &session.group))
-            .sum();
-        self.session_size.observe(measured, kept.len());
-        for ((partition, start, session), state) in kept.into_iter().zip(states) {
-            epoch.put(self.state_table, &self.state_key(&partition, start)?, state);
-            self.sessions
-                .entry(partition)
-                .or_default()
-                .insert(start, session);
-        }
-        Ok(())
+        let Self {
+            table,
+            plan,
+            state_codec,
+            ..
+        } = self;
+        table.persist_with(epoch, |rows| {
+            state_codec.encode_all(rows.into_iter().map(|(_, s)| &mut s.group), || {
+                new_accumulators(plan)
+            })
+        })
     }
 
     fn state_rows(&self) -> usize {
-        self.by_end.len()
+        self.table.rows() as usize
     }
 
     fn state_bytes(&self) -> usize {
         // Each open session is also in `by_end`, under a copy of its partition key.
-        let sessions = self.by_end.len();
-        self.session_size.total(sessions) + sessions * crate::state_size::ENTRY_OVERHEAD
+        let index: usize = (self.by_end.iter())
+            .map(|(_, partition, _)| partition.len() + 16 + crate::state_size::ENTRY_OVERHEAD)
+            .sum();
+        self.table.cache_bytes() + index
+    }
+
+    fn state_tables(&self) -> Vec<StateTableStats> {
+        vec![self.table.stats()]
     }
 
     fn open_windows(&self) -> usize {
         self.by_end.len()
     }
 }
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;
