@@ -141,7 +141,10 @@ impl Feed {
         };
         let thread = std::thread::Builder::new()
             .name(format!("eddy-source-{}", spec.name))
-            .spawn(move || connector.run(context))
+            .spawn(move || {
+                crate::thread_priority::lower_for_sources();
+                connector.run(context)
+            })
             .map_err(|e| crate::ExecError::DataFusion(e.into()))?;
         Ok(Self {
             spec,

@@ -14,6 +14,7 @@
 //! - [`view_errors`]: rows a view's expressions failed on, kept for `eddy_catalog.view_errors`.
 //! - [`join`]: equi-joins over changelogs (inner, outer, semi, anti, mark), state by join key.
 //! - [`temporal_filter`]: rows in a view while the wall clock is within bounds on their time.
+//! - [`thread_priority`]: source threads yield the cores to the engine and the server.
 //! - [`exchange`]: a keyed operator run as one instance per worker, rows routed by key hash.
 //! - [`graph`]: one view's operators as a tree, driven message by message, barriers aligned.
 //! - [`workers`]: the worker threads those instances run on (`--workers`).
@@ -47,6 +48,7 @@ pub mod stats;
 pub mod subscribe;
 pub mod table;
 pub mod temporal_filter;
+pub mod thread_priority;
 pub mod top_n;
 pub mod view_errors;
 pub mod watermark;

@@ -70,8 +70,24 @@ impl BinaryDecoder {
 /// Messages below which a batch is decoded in one part (splitting costs more than it saves).
 const PART_MESSAGES: usize = 1024;
 
+/// The threads sources decode on (one per core, at the sources' priority).
+fn decode_pool() -> &'static rayon::ThreadPool {
+    static POOL: std::sync::OnceLock<rayon::ThreadPool> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("eddy-decode-{i}"))
+            .start_handler(|_| crate::thread_priority::lower_for_sources())
+            .build()
+            .unwrap_or_else(|_| {
+                rayon::ThreadPoolBuilder::new()
+                    .build()
+                    .expect("a thread pool")
+            })
+    })
+}
+
 /// Decodes `messages` in up to `decoders.len()` parts at once, one decoder each, on the
-/// shared thread pool: a source read by one thread (a file) still decodes on every core.
+/// decoding threads: a source read by one thread (a file) still decodes on every core.
 /// The result is as [`Decoder::decode`] of the whole batch gives it.
 pub fn decode_in_parts(decoders: &[Decoder], messages: &[&[u8]]) -> Decoded {
     let parts = decoders.len().min(messages.len() / PART_MESSAGES).max(1);
@@ -81,7 +97,7 @@ pub fn decode_in_parts(decoders: &[Decoder], messages: &[&[u8]]) -> Decoded {
     let size = messages.len().div_ceil(parts);
     let chunks: Vec<&[&[u8]]> = messages.chunks(size).collect();
     let mut decoded: Vec<Option<Decoded>> = (0..chunks.len()).map(|_| None).collect();
-    rayon::scope(|scope| {
+    decode_pool().scope(|scope| {
         for ((decoder, chunk), out) in decoders.iter().zip(&chunks).zip(decoded.iter_mut()) {
             scope.spawn(move |_| *out = Some(decoder.decode(chunk)));
         }
