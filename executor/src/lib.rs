@@ -48,6 +48,8 @@ pub mod stats;
 pub mod subscribe;
 pub mod table;
 pub mod temporal_filter;
+#[cfg(test)]
+pub(crate) mod test_random;
 pub mod thread_priority;
 pub mod top_n;
 pub mod view_errors;

@@ -17,6 +17,7 @@ use eddy_storage::{EpochBatch, MemStore, RowCodec};
 
 use super::{moment_bytes, TemporalFilterOperator, LEGACY_CLOCK_KEY};
 use crate::state_table::{StateCache, StateContext};
+use crate::test_random::Random;
 use crate::{Barrier, Message, Op, Operator, StreamChunk};
 
 const SECOND: i64 = 1_000_000;
@@ -145,23 +146,11 @@ fn open(state: &StateContext) -> TemporalFilterOperator {
         .unwrap()
 }
 
-/// A small deterministic generator (xorshift).
-struct Random(u64);
-
-impl Random {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 /// Runs random inserts and deletes of rows timed around the clock, barriers as the clock moves,
 /// and a restart every `restart_every` barriers; checks the view after every barrier and
 /// returns the views seen.
 fn run(seed: u64, cache: StateCache, restart_every: u64) -> (Vec<Vec<(i64, i64)>>, Harness) {
-    let mut random = Random(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut random = Random::seeded(seed);
     let mut now = 1_700_000_000 * SECOND;
     NOW.with(|c| c.set(now));
     let mut harness = Harness::new(cache);

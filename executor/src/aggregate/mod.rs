@@ -165,12 +165,7 @@ impl AggregateOperator {
             state_codec,
             ..
         } = self;
-        table.load_with(keys, |_, stored| {
-            let mut group = fresh_group(plan, None)?;
-            state_codec.restore(stored, &mut group)?;
-            group.stored = stored.len();
-            Ok(group)
-        })
+        table.load_with(keys, |_, stored| restored_group(plan, state_codec, stored))
     }
 
     /// A table written before state tables: its rows (keyed by group alone) move to their
@@ -289,6 +284,14 @@ fn fresh_group(plan: &AggregatePlan, window_end: Option<i64>) -> Result<Group> {
         window_end,
         stored: 0,
     })
+}
+
+/// A group read back from its stored state.
+fn restored_group(plan: &AggregatePlan, state_codec: &StateCodec, stored: &[u8]) -> Result<Group> {
+    let mut group = fresh_group(plan, None)?;
+    state_codec.restore(stored, &mut group)?;
+    group.stored = stored.len();
+    Ok(group)
 }
 
 /// A row an aggregate emits: group key, op, one value per aggregate.

@@ -131,13 +131,9 @@ impl SessionAggregateOperator {
             ..
         } = self;
         table.load_with(partitions, |_, stored| {
-            let mut group = super::fresh_group(plan, None)?;
-            state_codec.restore(stored, &mut group)?;
-            group.stored = stored.len();
-            Ok(Session {
-                group,
-                replaces: Vec::new(),
-            })
+            let group = super::restored_group(plan, state_codec, stored)?;
+            let replaces = Vec::new();
+            Ok(Session { group, replaces })
         })
     }
 

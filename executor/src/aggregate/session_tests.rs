@@ -17,6 +17,7 @@ use eddy_storage::{EpochBatch, MemStore};
 
 use super::SessionAggregateOperator;
 use crate::state_table::{StateCache, StateContext};
+use crate::test_random::Random;
 use crate::{Barrier, Message, Op, Operator, StreamChunk, Watermark};
 
 const GAP: i64 = 10;
@@ -219,22 +220,10 @@ fn sessions(rows: &[(i64, i64, i64)]) -> View {
     view
 }
 
-/// A small deterministic generator (xorshift).
-struct Random(u64);
-
-impl Random {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 /// Random rows at or after the watermark, watermarks and barriers; a restart every
 /// `restart_every` barriers. Checks the view against batch sessions and returns the changes.
 fn run(seed: u64, emit_on_close: bool, cache: StateCache, restart_every: u64) -> Harness {
-    let mut random = Random(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut random = Random::seeded(seed);
     let mut harness = Harness::new(emit_on_close, cache);
     let (mut rows, mut watermark) = (Vec::new(), 0);
     for step in 1..=50u64 {

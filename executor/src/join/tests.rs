@@ -16,6 +16,7 @@ use eddy_storage::{EpochBatch, MemStore};
 use super::{JoinOperator, SLICE_ROWS};
 use crate::exchange::ExchangeOperator;
 use crate::state_table::{StateCache, StateContext};
+pub(super) use crate::test_random::Random;
 use crate::workers::Workers;
 use crate::{Barrier, Message, Op, Operator, StreamChunk};
 
@@ -391,18 +392,6 @@ fn one_row_matching_many_emits_bounded_chunks() {
     assert!(h.chunks.iter().all(|&n| n <= SLICE_ROWS), "{:?}", h.chunks);
     assert_eq!(h.operator.join_state()[0].max_fan_out, many as u64);
     assert_eq!(h.operator.join_state()[1].max_rows_per_key, many as u64);
-}
-
-/// A deterministic pseudo-random sequence (xorshift), so failures replay.
-struct Random(u64);
-
-impl Random {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
 }
 
 /// Random changes to both sides: inserts of new rows and deletes of live ones, keys from a
