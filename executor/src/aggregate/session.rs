@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use hashbrown::HashSet;
+use hashbrown::{HashMap, HashSet};
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array};
 use datafusion::arrow::compute::cast;
@@ -56,6 +56,12 @@ pub struct SessionAggregateOperator {
     table: KeyedStateTable<Session>,
     /// Every open session by end, to close them in order as the watermark passes.
     by_end: BTreeSet<(i64, Vec<u8>, i64)>,
+    /// Memory `by_end` holds beyond the cached sessions.
+    by_end_bytes: usize,
+    /// Sessions added, grown or removed since the last barrier, each with its end in the
+    /// stored index (None: not indexed). The index is written at the barrier, so a session
+    /// that grows with every row costs one index change per epoch, not one per row.
+    index_changes: HashMap<SessionId, Option<i64>>,
     /// Sessions changed since the last barrier.
     dirty: HashSet<SessionId>,
 }
@@ -98,6 +104,8 @@ impl SessionAggregateOperator {
             state_codec,
             table: state.open(table, "session aggregate")?,
             by_end: BTreeSet::new(),
+            by_end_bytes: 0,
+            index_changes: HashMap::new(),
             dirty: HashSet::new(),
         };
         if operator.table.is_legacy() {
@@ -107,7 +115,7 @@ impl SessionAggregateOperator {
             let corrupt = || StorageError::Corrupt("session index row".into());
             let end = key.get(2..10).and_then(time_from).ok_or_else(corrupt)?;
             let start = key.get(10..18).and_then(time_from).ok_or_else(corrupt)?;
-            operator.by_end.insert((end, key[18..].to_vec(), start));
+            operator.index(end, key[18..].to_vec(), start);
         }
         Ok(operator)
     }
@@ -168,26 +176,60 @@ impl SessionAggregateOperator {
         Ok(())
     }
 
+    fn index(&mut self, end: i64, partition: Vec<u8>, start: i64) {
+        self.by_end_bytes += index_entry_bytes(&partition);
+        self.by_end.insert((end, partition, start));
+    }
+
+    fn unindex(&mut self, end: i64, partition: Vec<u8>, start: i64) {
+        let bytes = index_entry_bytes(&partition);
+        if self.by_end.remove(&(end, partition, start)) {
+            self.by_end_bytes -= bytes;
+        }
+    }
+
     /// Stores an open session (its partition loaded) and indexes it by end.
     fn insert_session(&mut self, partition: Vec<u8>, start: i64, session: Session) -> Result<()> {
         let end = session.end();
-        self.table
-            .write_aux(end_key(end, start, &partition), Some(Vec::new()));
+        // A session is inserted only once any stored one with its start has been removed.
+        (self.index_changes)
+            .entry((partition.clone(), start))
+            .or_insert(None);
         self.table.insert(&partition, &time_bytes(start), session)?;
-        self.by_end.insert((end, partition, start));
+        self.index(end, partition, start);
         Ok(())
     }
 
     /// Takes an open session (its partition loaded) out of the state and the index.
     fn remove_session(&mut self, partition: &[u8], start: i64) -> Result<Option<Session>> {
         let session = self.table.remove(partition, &time_bytes(start))?;
+        let id = (partition.to_vec(), start);
         if let Some(session) = &session {
             let end = session.end();
-            self.by_end.remove(&(end, partition.to_vec(), start));
-            self.table.write_aux(end_key(end, start, partition), None);
+            // Untouched since the barrier: the stored index holds its end.
+            self.index_changes.entry(id.clone()).or_insert(Some(end));
+            self.unindex(end, partition.to_vec(), start);
         }
-        self.dirty.remove(&(partition.to_vec(), start));
+        self.dirty.remove(&id);
         Ok(session)
+    }
+
+    /// Writes the index rows of sessions added, grown or removed since the last barrier.
+    fn write_index_changes(&mut self) {
+        for ((partition, start), stored) in std::mem::take(&mut self.index_changes) {
+            let now = (self.table.group(&partition))
+                .and_then(|rows| rows.get(&time_bytes(start)[..]))
+                .map(Session::end);
+            if now == stored {
+                continue;
+            }
+            if let Some(end) = stored {
+                self.table.write_aux(end_key(end, start, &partition), None);
+            }
+            if let Some(end) = now {
+                (self.table).write_aux(end_key(end, start, &partition), Some(Vec::new()));
+            }
+        }
     }
 
     /// Each row's partition key (empty when nothing but the window is grouped on).
@@ -332,6 +374,11 @@ impl SessionAggregateOperator {
     }
 }
 
+/// The memory of one entry of `by_end`.
+fn index_entry_bytes(partition: &[u8]) -> usize {
+    partition.len() + 16 + crate::state_size::ENTRY_OVERHEAD
+}
+
 impl Operator for SessionAggregateOperator {
     fn name(&self) -> &'static str {
         "SessionAggregate"
@@ -424,6 +471,9 @@ impl Operator for SessionAggregateOperator {
                 self.by_end
                     .split_off(&(closed_below.saturating_add(1), Vec::new(), i64::MIN));
             let closed = std::mem::replace(&mut self.by_end, still_open);
+            self.by_end_bytes -= (closed.iter())
+                .map(|(_, partition, _)| index_entry_bytes(partition))
+                .sum::<usize>();
             self.table.begin_chunk();
             let partitions: BTreeSet<&[u8]> = closed.iter().map(|c| c.1.as_slice()).collect();
             self.load(partitions)?;
@@ -471,6 +521,7 @@ impl Operator for SessionAggregateOperator {
                 out.push(Message::Chunk(chunk));
             }
         }
+        self.write_index_changes();
         let Self {
             table,
             plan,
@@ -490,10 +541,7 @@ impl Operator for SessionAggregateOperator {
 
     fn state_bytes(&self) -> usize {
         // Each open session is also in `by_end`, under a copy of its partition key.
-        let index: usize = (self.by_end.iter())
-            .map(|(_, partition, _)| partition.len() + 16 + crate::state_size::ENTRY_OVERHEAD)
-            .sum();
-        self.table.cache_bytes() + index
+        self.table.cache_bytes() + self.by_end_bytes
     }
 
     fn state_tables(&self) -> Vec<StateTableStats> {
