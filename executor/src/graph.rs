@@ -462,7 +462,7 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                     (**asof).clone(),
                     tables,
                     node.schema.clone(),
-                    self.store.as_ref(),
+                    self.state,
                 )?)
             }
             NodeKind::TopN(top) => {

@@ -124,3 +124,81 @@ async fn a_join_larger_than_its_cache_answers_like_the_batch_query_across_a_cras
         .unwrap();
     check_view(&client).await;
 }
+
+/// The event-time temporal join's view against its batch form over the versions' history:
+/// the buys before the last round's (which the rates' watermark has not passed).
+async fn check_rates(client: &Client, rounds: i64) {
+    let view = text_rows(client, "SELECT id, rate FROM buys_at_rate ORDER BY id").await;
+    let batch = text_rows(
+        client,
+        &format!(
+            "SELECT id, rate FROM (SELECT b.id, b.ts, h.rate, ROW_NUMBER() OVER \
+               (PARTITION BY b.id ORDER BY h.ts DESC) AS r \
+             FROM buys b LEFT JOIN fx_history h ON b.cur = h.cur AND h.ts <= b.ts) t \
+             WHERE r = 1 AND ts < TIMESTAMP '2026-01-01 00:00:00' + INTERVAL '1' SECOND * {} \
+             ORDER BY id",
+            (rounds - 1) * 10
+        ),
+    )
+    .await;
+    assert!(!view.is_empty());
+    assert_eq!(view, batch);
+}
+
+#[tokio::test]
+async fn an_event_time_temporal_join_larger_than_its_cache_answers_like_the_batch_query() {
+    let mut eddy = EddyProcess::start_fresh_with(|config| {
+        config.extra_args = vec!["--state-cache-mib".into(), "0.004".into()];
+    })
+    .await
+    .unwrap();
+    let (client, _driver) = eddy.connect().await.unwrap();
+    client
+        .batch_execute(
+            "CREATE TABLE fx (cur INT PRIMARY KEY, rate BIGINT, ts TIMESTAMP,
+               WATERMARK FOR ts AS ts - INTERVAL '1' SECOND);
+             CREATE TABLE fx_history (cur INT, rate BIGINT, ts TIMESTAMP) APPEND ONLY;
+             CREATE TABLE buys (id INT, cur INT, ts TIMESTAMP,
+               WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) APPEND ONLY;
+             CREATE MATERIALIZED VIEW buys_at_rate AS SELECT b.id, f.rate FROM buys b
+               LEFT JOIN fx FOR SYSTEM_TIME AS OF b.ts f ON b.cur = f.cur;",
+        )
+        .await
+        .unwrap();
+    // Round r: a new version of every third currency at second 10r, then buys of every
+    // currency (some with no version yet) spread over the round's next 9 seconds.
+    let round = |r: i64| {
+        let versions = format!(
+            "SELECT n, {r} * 1000 + n, TIMESTAMP '2026-01-01 00:00:00' + INTERVAL '1' SECOND * \
+             ({r} * 10) FROM generate_series(0, 59) AS t(n) WHERE (n + {r}) % 3 = 0"
+        );
+        format!(
+            "INSERT INTO fx {versions}; INSERT INTO fx_history {versions};
+             INSERT INTO buys SELECT {r} * 1000 + n, n % 70, TIMESTAMP '2026-01-01 00:00:00' + \
+               INTERVAL '1' SECOND * ({r} * 10 + n % 9) FROM generate_series(0, 199) AS t(n);"
+        )
+    };
+    for r in 0..8 {
+        client.batch_execute(&round(r)).await.unwrap();
+    }
+    client.batch_execute("FLUSH").await.unwrap();
+    check_rates(&client, 8).await;
+
+    eddy.restart().await.unwrap();
+    let (client, _driver) = eddy.connect().await.unwrap();
+    for r in 8..16 {
+        client.batch_execute(&round(r)).await.unwrap();
+    }
+    client.batch_execute("FLUSH").await.unwrap();
+    check_rates(&client, 16).await;
+    let evicted = text_rows(
+        &client,
+        "SELECT side, rows_evicted FROM eddy_catalog.join_state WHERE view = 'buys_at_rate' \
+         ORDER BY side",
+    )
+    .await;
+    assert!(
+        evicted.iter().all(|r| r[1].parse::<i64>().unwrap() > 0),
+        "both sides evict: waiting buys once joined, versions no buy can need: {evicted:?}"
+    );
+}

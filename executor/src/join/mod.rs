@@ -14,6 +14,7 @@
 //! side's state a slice at a time.
 
 mod asof;
+mod asof_state;
 mod eviction;
 mod lookup;
 mod output;
