@@ -55,7 +55,7 @@ pub struct Graph {
 }
 
 impl Graph {
-    /// Builds the operators of `plan`, loading their state from the store. `table_ids[0]` is
+    /// Builds the operators of `plan` over their state tables. `table_ids[0]` is
     /// the view's result table; stateful operators take the following ids, children before
     /// their parents, left before right.
     /// `relations` finds where a table or view looked up by a lookup join keeps its rows.
@@ -70,7 +70,6 @@ impl Graph {
     ) -> Result<Self> {
         let mut builder = Builder {
             plan,
-            store: &state.store,
             state,
             relations,
             state_ids: table_ids.iter().skip(1).copied(),
@@ -324,7 +323,6 @@ impl Graph {
 
 struct Builder<'a, I> {
     plan: &'a StreamPlan,
-    store: &'a Arc<dyn Store>,
     state: &'a StateContext,
     relations: &'a dyn Fn(&str) -> Option<StoredRelation>,
     state_ids: I,
@@ -386,8 +384,7 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
         for _ in 0..self.instances {
             let table = self.state_id()?;
             let operator =
-                WindowedAggregateOperator::new(plan.clone(), table, self.store.as_ref())?
-                    .merging_partials();
+                WindowedAggregateOperator::new(plan.clone(), table, self.state)?.merging_partials();
             partial_schema = Some(operator.partial_schema());
             instances.push(Box::new(operator));
         }
@@ -438,11 +435,10 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
             NodeKind::Aggregate(aggregate) => {
                 let table = self.state_id()?;
                 let plan = (**aggregate).clone();
-                let store = self.store.as_ref();
                 if plan.session.is_some() {
                     Box::new(SessionAggregateOperator::new(plan, table, self.state)?)
                 } else if WindowedAggregateOperator::supports(&plan) {
-                    Box::new(WindowedAggregateOperator::new(plan, table, store)?)
+                    Box::new(WindowedAggregateOperator::new(plan, table, self.state)?)
                 } else {
                     Box::new(AggregateOperator::new(plan, table, self.state)?)
                 }

@@ -3,9 +3,10 @@
 //! Each open window keeps DataFusion's group values (group key → dense group index) and one
 //! `GroupsAccumulator` per aggregate, so a chunk is aggregated column-wise: one `intern` and
 //! one `update_batch` per aggregate and window, no per-row allocation. A window's state is
-//! persisted as pages of [`PAGE_GROUPS`] groups (rows of group columns then accumulator
-//! states, in Arrow's row format), and only pages with a changed group are rewritten at a barrier: a few large
-//! writes per epoch instead of one per group. Closing a window drops its groups and pages.
+//! persisted in a state table as pages of groups (`windowed_pages.rs`), and only pages with a
+//! changed group are rewritten at a barrier: a few large writes per epoch instead of one per
+//! group. Closing a window drops its groups and pages. After a restart a window is read back
+//! when a chunk or the watermark first reaches it, not at open.
 //!
 //! Used when every aggregate has a groups accumulator and nothing retracts; the general
 //! [`super::AggregateOperator`] covers the rest.
@@ -23,29 +24,26 @@ use datafusion::physical_plan::aggregates::group_values::{new_group_values, Grou
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
 use eddy_planner::window::to_micros;
 use eddy_planner::AggregatePlan;
-use eddy_storage::{EpochBatch, RowCodec, StorageError, Store, TableId};
+use eddy_storage::{EpochBatch, RowCodec, TableId};
 
 use super::grouping::{every_set_keeps_window, grouped_rows};
 use super::{internal, AggregateInputs};
-use crate::{Barrier, ExecError, Message, Operator, Result, StreamChunk, Watermark};
-
-/// Groups per persisted state page: an epoch rewrites only the pages holding a changed group,
-/// so small pages keep each epoch's state writes close to what changed.
-const PAGE_GROUPS: usize = 64;
-/// First byte of a page's key (the general operator's keys are row-encoded group keys).
-const PAGE_TAG: u8 = b'W';
+use crate::state_table::{KeyedStateTable, StateContext, StateTableStats};
+use crate::{Barrier, Message, Operator, Result, StreamChunk, Watermark};
+use pages::Page;
 /// The window end of rows whose window is NULL: such a window never closes.
 const NO_END: i64 = i64::MAX;
 
 pub struct WindowedAggregateOperator {
     plan: AggregatePlan,
-    state_table: TableId,
     /// The group columns, then each accumulator's state columns: one persisted page.
     page_schema: SchemaRef,
     page_codec: RowCodec,
+    table: KeyedStateTable<Page>,
+    /// Open windows in memory.
     windows: BTreeMap<i64, WindowGroups>,
-    /// Pages of closed windows, deleted at the next barrier: (window end, page count).
-    closed_pages: Vec<(i64, usize)>,
+    /// Open windows stored but not read since the restart: end → group count.
+    stored: BTreeMap<i64, u64>,
     /// Whether the input is partial aggregates (a page's layout: groups, then states) from a
     /// [`super::PartialAggregateOperator`] before an exchange, rather than rows.
     merges_partials: bool,
@@ -64,8 +62,8 @@ struct WindowGroups {
     dirty: Vec<bool>,
     /// The values last emitted (emit-on-update), one array per aggregate by group index.
     emitted: Vec<ArrayRef>,
-    /// Pages written for this window so far.
-    pages: usize,
+    /// The group count the window's index row holds (0: not stored).
+    indexed: usize,
 }
 
 impl WindowedAggregateOperator {
@@ -84,8 +82,9 @@ impl WindowedAggregateOperator {
             })
     }
 
-    /// Builds the operator and loads its state from the last committed epoch.
-    pub fn new(plan: AggregatePlan, state_table: TableId, store: &dyn Store) -> Result<Self> {
+    /// Builds the operator over its state table: reads the index of open windows, not
+    /// their groups.
+    pub fn new(plan: AggregatePlan, table: TableId, state: &StateContext) -> Result<Self> {
         let mut fields: Vec<Field> = plan.schema.fields()[..plan.group_len()]
             .iter()
             .map(|f| f.as_ref().clone().with_nullable(true))
@@ -104,12 +103,16 @@ impl WindowedAggregateOperator {
             page_codec: RowCodec::new(page_schema.clone())?,
             page_schema,
             plan,
-            state_table,
+            table: state.open(table, "windowed aggregate")?,
             windows: BTreeMap::new(),
-            closed_pages: Vec::new(),
+            stored: BTreeMap::new(),
             merges_partials: false,
         };
-        operator.load(store)?;
+        if operator.table.is_legacy() {
+            operator.upgrade()?;
+        } else {
+            operator.stored = operator.read_index()?.into_iter().collect();
+        }
         Ok(operator)
     }
 
@@ -165,7 +168,7 @@ impl WindowedAggregateOperator {
             new_keys: Vec::new(),
             dirty: Vec::new(),
             emitted: Vec::new(),
-            pages: 0,
+            indexed: 0,
         })
     }
 
@@ -178,47 +181,33 @@ impl WindowedAggregateOperator {
             .collect::<Result<_, _>>()?)
     }
 
-    fn load(&mut self, store: &dyn Store) -> Result<()> {
-        let mut pages: BTreeMap<i64, Vec<RecordBatch>> = BTreeMap::new();
-        for (key, value) in store.scan_table(self.state_table)? {
-            let end = page_window_end(&key)?;
-            let batch = self.page_codec.decode(page_rows(&value)?)?;
-            pages.entry(end).or_default().push(batch);
-        }
+    /// A window from its stored pages (decoded, in page order).
+    fn window_from(&self, pages: Vec<RecordBatch>) -> Result<WindowGroups> {
         let group_len = self.plan.group_len();
-        for (end, batches) in pages {
-            let page_count = batches.len();
-            let batch = datafusion::arrow::compute::concat_batches(&self.page_schema, &batches)?;
-            let mut window = self.new_window()?;
-            let groups = batch.num_rows();
-            let mut indices = Vec::with_capacity(groups);
-            window
-                .group_values
-                .intern(&batch.columns()[..group_len], &mut indices)?;
-            if indices.iter().enumerate().any(|(i, &g)| i != g) {
-                return Err(internal("a window's saved groups are not distinct"));
-            }
-            let mut column = group_len;
-            for (agg, accumulator) in self.plan.aggregates.iter().zip(&mut window.accumulators) {
-                let width = agg.state_fields()?.len();
-                accumulator.merge_batch(
-                    &batch.columns()[column..column + width],
-                    &indices,
-                    groups,
-                )?;
-                column += width;
-            }
-            window.keys = batch.columns()[..group_len].to_vec();
-            window.dirty = vec![false; groups];
-            window.pages = page_count;
-            if !self.plan.emit_on_window_close {
-                // Every barrier emits what it persists: the saved values are the emitted ones.
-                let (states, _) = self.take_states(&mut window)?;
-                window.emitted = self.evaluate_states(&states, groups)?;
-            }
-            self.windows.insert(end, window);
+        let batch = datafusion::arrow::compute::concat_batches(&self.page_schema, &pages)?;
+        let mut window = self.new_window()?;
+        let groups = batch.num_rows();
+        let mut indices = Vec::with_capacity(groups);
+        window
+            .group_values
+            .intern(&batch.columns()[..group_len], &mut indices)?;
+        if indices.iter().enumerate().any(|(i, &g)| i != g) {
+            return Err(internal("a window's saved groups are not distinct"));
         }
-        Ok(())
+        let mut column = group_len;
+        for (agg, accumulator) in self.plan.aggregates.iter().zip(&mut window.accumulators) {
+            let width = agg.state_fields()?.len();
+            accumulator.merge_batch(&batch.columns()[column..column + width], &indices, groups)?;
+            column += width;
+        }
+        window.keys = batch.columns()[..group_len].to_vec();
+        window.dirty = vec![false; groups];
+        if !self.plan.emit_on_window_close {
+            // Every barrier emits what it persists: the saved values are the emitted ones.
+            let (states, _) = self.take_states(&mut window)?;
+            window.emitted = self.evaluate_states(&states, groups)?;
+        }
+        Ok(window)
     }
 
     /// The open window ending at `end`, opened if it is new.
@@ -336,6 +325,11 @@ impl Operator for WindowedAggregateOperator {
         let (group_columns, inputs) = self.inputs(chunk)?;
         let rows = group_columns.first().map_or(0, |c| c.len());
         let ends = self.window_ends(&group_columns)?;
+        if !self.stored.is_empty() {
+            self.table.begin_chunk();
+            let reached: std::collections::BTreeSet<i64> = ends.iter().copied().collect();
+            self.restore(reached)?;
+        }
         let merge = self.merges_partials;
         let mut indices = Vec::with_capacity(rows);
         if ends.windows(2).all(|pair| pair[0] == pair[1]) {
@@ -387,7 +381,21 @@ impl Operator for WindowedAggregateOperator {
         // Only the window's time clock closes windows; other clocks pass through.
         if self.plan.watermarked && watermark.clock == self.plan.watermark_clock {
             let closed_up_to = watermark.value.saturating_add(self.plan.watermark_shift);
-            let still_open = self.windows.split_off(&(closed_up_to.saturating_add(1)));
+            let open_from = closed_up_to.saturating_add(1);
+            self.table.begin_chunk();
+            // A stored window closing without its final rows emitted is read back for them;
+            // one whose changes were all emitted before the restart has nothing to emit.
+            let still_stored = self.stored.split_off(&open_from);
+            let unread = std::mem::replace(&mut self.stored, still_stored);
+            if self.plan.emit_on_window_close {
+                self.stored.extend(&unread);
+                self.restore(unread.keys().copied())?;
+            } else {
+                for &end in unread.keys() {
+                    self.remove_window(end, true)?;
+                }
+            }
+            let still_open = self.windows.split_off(&open_from);
             let closed = std::mem::replace(&mut self.windows, still_open);
             for (end, mut window) in closed {
                 let chunk = if self.plan.emit_on_window_close {
@@ -403,7 +411,7 @@ impl Operator for WindowedAggregateOperator {
                 if let Some(chunk) = chunk {
                     out.push(Message::Chunk(chunk));
                 }
-                self.closed_pages.push((end, window.pages));
+                self.remove_window(end, window.indexed > 0)?;
             }
         }
         out.push(Message::Watermark(watermark));
@@ -416,12 +424,8 @@ impl Operator for WindowedAggregateOperator {
         epoch: &mut EpochBatch,
         out: &mut Vec<Message>,
     ) -> Result<()> {
-        for (end, pages) in std::mem::take(&mut self.closed_pages) {
-            for page in 0..pages {
-                epoch.delete(self.state_table, &page_key(end, page));
-            }
-        }
         let mut windows = std::mem::take(&mut self.windows);
+        let mut written = Vec::new();
         for (&end, window) in windows.iter_mut() {
             if !window.dirty.iter().any(|d| *d) {
                 continue;
@@ -435,15 +439,21 @@ impl Operator for WindowedAggregateOperator {
                 }
                 window.emitted = values;
             }
-            self.persist(end, window, &states, groups, epoch)?;
+            self.persist(end, window, &states, groups)?;
             window.dirty.iter_mut().for_each(|d| *d = false);
+            written.push(end);
         }
         self.windows = windows;
-        Ok(())
+        self.persist_table(epoch, &written)
     }
 
     fn state_rows(&self) -> usize {
-        self.windows.values().map(|w| w.group_values.len()).sum()
+        let unread: u64 = self.stored.values().sum();
+        self.windows
+            .values()
+            .map(|w| w.group_values.len())
+            .sum::<usize>()
+            + unread as usize
     }
 
     fn state_bytes(&self) -> usize {
@@ -462,15 +472,23 @@ impl Operator for WindowedAggregateOperator {
                         .sum::<usize>()
                     + w.dirty.len()
             })
-            .sum()
+            .sum::<usize>()
+            + self.table.cache_bytes()
+    }
+
+    fn state_tables(&self) -> Vec<StateTableStats> {
+        vec![self.table.stats()]
     }
 
     fn open_windows(&self) -> usize {
-        self.windows.len()
+        self.windows.len() + self.stored.len()
     }
 
     fn open_window_ends(&self) -> Vec<i64> {
-        self.windows.keys().copied().collect()
+        let ends: std::collections::BTreeSet<i64> = (self.windows.keys().chain(self.stored.keys()))
+            .copied()
+            .collect();
+        ends.into_iter().collect()
     }
 }
 
@@ -485,50 +503,10 @@ fn cast_to(
     }
 }
 
-/// `PAGE_TAG`, the window end (big-endian, sign bit flipped so ends sort), the page number.
-fn page_key(end: i64, page: usize) -> Vec<u8> {
-    let mut key = Vec::with_capacity(13);
-    key.push(PAGE_TAG);
-    key.extend_from_slice(&((end as u64) ^ (1 << 63)).to_be_bytes());
-    key.extend_from_slice(&(page as u32).to_be_bytes());
-    key
-}
-
-/// The rows of a page: each is its length (`u32`, little-endian) and its bytes.
-fn page_rows(mut page: &[u8]) -> Result<Vec<&[u8]>> {
-    let corrupt = || {
-        ExecError::Storage(StorageError::Corrupt(
-            "truncated aggregate state page".into(),
-        ))
-    };
-    let mut rows = Vec::new();
-    while !page.is_empty() {
-        let (length, rest) = page.split_first_chunk::<4>().ok_or_else(corrupt)?;
-        let length = u32::from_le_bytes(*length) as usize;
-        if rest.len() < length {
-            return Err(corrupt());
-        }
-        let (row, rest) = rest.split_at(length);
-        rows.push(row);
-        page = rest;
-    }
-    Ok(rows)
-}
-
-fn page_window_end(key: &[u8]) -> Result<i64> {
-    if key.len() != 13 || key[0] != PAGE_TAG {
-        return Err(ExecError::Storage(StorageError::Corrupt(
-            "this view's aggregate state was written by an older Eddy; drop and recreate the view"
-                .into(),
-        )));
-    }
-    let mut end = [0u8; 8];
-    end.copy_from_slice(&key[1..9]);
-    Ok((u64::from_be_bytes(end) ^ (1 << 63)) as i64)
-}
-
 #[path = "windowed_emit.rs"]
 mod emit;
+#[path = "windowed_pages.rs"]
+mod pages;
 #[cfg(test)]
 #[path = "windowed_tests.rs"]
 mod tests;

@@ -1,14 +1,12 @@
 //! What the windowed aggregate emits and writes: each changed group's new row (an insert, or
-//! an update pair when a value changed), a closing window's final rows, and the state pages
-//! holding a changed group.
+//! an update pair when a value changed) and a closing window's final rows.
 
-use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array};
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array};
 use datafusion::arrow::compute::kernels::cmp::distinct;
 use datafusion::arrow::compute::{filter, interleave, or, take};
 use datafusion::logical_expr::EmitTo;
-use eddy_storage::EpochBatch;
 
-use super::{cast_to, page_key, WindowGroups, WindowedAggregateOperator, PAGE_GROUPS};
+use super::{cast_to, WindowGroups, WindowedAggregateOperator};
 use crate::aggregate::internal;
 use crate::{Op, Result, StreamChunk};
 
@@ -129,39 +127,5 @@ impl WindowedAggregateOperator {
             columns,
             keys,
         )?))
-    }
-
-    /// Writes the window's pages that hold a changed group.
-    pub(super) fn persist(
-        &self,
-        end: i64,
-        window: &mut WindowGroups,
-        states: &[Vec<ArrayRef>],
-        groups: usize,
-        epoch: &mut EpochBatch,
-    ) -> Result<()> {
-        let mut columns = window.keys.clone();
-        columns.extend(states.iter().flatten().cloned());
-        let batch = RecordBatch::try_new(self.page_schema.clone(), columns)?;
-        let page_count = groups.div_ceil(PAGE_GROUPS);
-        for page in 0..page_count {
-            let first = page * PAGE_GROUPS;
-            let len = PAGE_GROUPS.min(groups - first);
-            if !window.dirty[first..first + len].iter().any(|d| *d) {
-                continue;
-            }
-            let rows = self
-                .page_codec
-                .encode(batch.slice(first, len).columns(), len)?;
-            let mut bytes = Vec::with_capacity(rows.size());
-            for row in rows.iter() {
-                let row = row.as_ref();
-                bytes.extend_from_slice(&(row.len() as u32).to_le_bytes());
-                bytes.extend_from_slice(row);
-            }
-            epoch.put(self.state_table, &page_key(end, page), bytes);
-        }
-        window.pages = window.pages.max(page_count);
-        Ok(())
     }
 }

@@ -16,9 +16,26 @@ use eddy_storage::{EpochBatch, MemStore, Store};
 
 use super::WindowedAggregateOperator;
 use crate::aggregate::AggregateOperator;
+use crate::state_table::{StateCache, StateContext};
 use crate::{Barrier, Message, Op, Operator, StreamChunk, Watermark};
 
 const STATE: u32 = 100;
+
+/// A store and a cache for the operators' state tables (`cache` bytes).
+fn state(cache: usize) -> StateContext {
+    StateContext::new(
+        Arc::new(MemStore::default()),
+        Arc::new(StateCache::new(cache)),
+    )
+}
+
+/// The state pages of `table` in the store (not the table's counters, markers or index).
+fn pages(store: &dyn Store, table: u32) -> usize {
+    let rows = store.scan_table(table).unwrap();
+    rows.iter()
+        .filter(|(key, _)| !key.starts_with(&[0xFF]))
+        .count()
+}
 
 fn time() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, None)
@@ -158,42 +175,43 @@ fn is_chosen_only_for_windowed_append_only_groups() {
 
 #[test]
 fn emits_inserts_then_changed_groups_as_update_pairs() {
-    let store = MemStore::default();
-    let mut operator = WindowedAggregateOperator::new(plan(false), STATE, &store).unwrap();
+    let state = state(1 << 20);
+    let store = state.store.clone();
+    let store = store.as_ref();
+    let mut operator = WindowedAggregateOperator::new(plan(false), STATE, &state).unwrap();
     // One chunk across two windows.
     push(&mut operator, "+ 1 10 5\n+ 2 10 7\n+ 1 20 3\n+ 1 10 9");
     assert_eq!(
-        barrier(&mut operator, &store, 1),
+        barrier(&mut operator, store, 1),
         vec!["+ 1 10 2 9", "+ 2 10 1 7", "+ 1 20 1 3"]
     );
     // Group (1, 10) changes, (2, 10) is untouched, (3, 10) is new.
     push(&mut operator, "+ 1 10 4\n+ 3 10 1");
     assert_eq!(
-        barrier(&mut operator, &store, 2),
+        barrier(&mut operator, store, 2),
         vec!["U- 1 10 2 9", "U+ 1 10 3 9", "+ 3 10 1 1"]
     );
     // Nothing new: nothing emitted, nothing written.
-    assert!(barrier(&mut operator, &store, 3).is_empty());
-    assert_eq!(
-        store.scan_table(STATE).unwrap().len(),
-        2,
-        "one page per window"
-    );
+    assert!(barrier(&mut operator, store, 3).is_empty());
+    assert_eq!(pages(store, STATE), 2, "one page per window");
 }
 
 #[test]
 fn restored_state_continues_exactly_and_closed_windows_leave_no_state() {
-    let store = MemStore::default();
-    let mut operator = WindowedAggregateOperator::new(plan(false), STATE, &store).unwrap();
+    let state = state(1 << 20);
+    let store = state.store.clone();
+    let store = store.as_ref();
+    let mut operator = WindowedAggregateOperator::new(plan(false), STATE, &state).unwrap();
     push(&mut operator, "+ 1 10 5\n+ 2 20 7");
-    barrier(&mut operator, &store, 1);
+    barrier(&mut operator, store, 1);
     // Uncommitted input is lost with the operator, as in a crash.
     push(&mut operator, "+ 1 10 1000");
     drop(operator);
 
-    let mut restored = WindowedAggregateOperator::new(plan(false), STATE, &store).unwrap();
+    let mut restored = WindowedAggregateOperator::new(plan(false), STATE, &state).unwrap();
     assert_eq!(restored.state_rows(), 2);
     assert_eq!(restored.open_windows(), 2);
+    assert_eq!(restored.windows.len(), 0, "no window is read at open");
     push(&mut restored, "+ 1 10 6\n+ 2 20 1");
     // The watermark closes window 10: its change is emitted as it closes.
     assert_eq!(
@@ -201,23 +219,21 @@ fn restored_state_continues_exactly_and_closed_windows_leave_no_state() {
         vec!["U- 1 10 1 5", "U+ 1 10 2 6"]
     );
     assert_eq!(
-        barrier(&mut restored, &store, 2),
+        barrier(&mut restored, store, 2),
         vec!["U- 2 20 1 7", "U+ 2 20 2 7"]
     );
     assert_eq!(restored.open_windows(), 1);
-    assert_eq!(
-        store.scan_table(STATE).unwrap().len(),
-        1,
-        "window 10's page is gone"
-    );
+    assert_eq!(pages(store, STATE), 1, "window 10's page is gone");
 }
 
 #[test]
 fn emit_on_window_close_emits_each_group_once_when_its_window_closes() {
-    let store = MemStore::default();
-    let mut operator = WindowedAggregateOperator::new(plan(true), STATE, &store).unwrap();
+    let state = state(1 << 20);
+    let store = state.store.clone();
+    let store = store.as_ref();
+    let mut operator = WindowedAggregateOperator::new(plan(true), STATE, &state).unwrap();
     push(&mut operator, "+ 1 10 5\n+ 2 10 7\n+ 1 20 3");
-    assert!(barrier(&mut operator, &store, 1).is_empty());
+    assert!(barrier(&mut operator, store, 1).is_empty());
     push(&mut operator, "+ 1 10 8");
     assert!(
         watermark(&mut operator, 9).is_empty(),
@@ -225,27 +241,30 @@ fn emit_on_window_close_emits_each_group_once_when_its_window_closes() {
     );
     drop(operator);
     // The last input was not committed: after a restart window 10 closes without it.
-    let mut restored = WindowedAggregateOperator::new(plan(true), STATE, &store).unwrap();
+    let mut restored = WindowedAggregateOperator::new(plan(true), STATE, &state).unwrap();
     assert_eq!(
         watermark(&mut restored, 15),
         vec!["+ 1 10 1 5", "+ 2 10 1 7"]
     );
-    barrier(&mut restored, &store, 2);
+    barrier(&mut restored, store, 2);
     assert_eq!(watermark(&mut restored, 20), vec!["+ 1 20 1 3"]);
-    barrier(&mut restored, &store, 3);
-    assert!(store.scan_table(STATE).unwrap().is_empty());
+    barrier(&mut restored, store, 3);
+    assert_eq!(pages(store, STATE), 0);
 }
 
 #[test]
 fn agrees_with_the_general_operator_over_many_groups_and_pages() {
-    let store = MemStore::default();
+    // A 4 KiB cache: every window's pages are read back after the restart.
+    let windowed_state = state(4096);
+    let store = windowed_state.store.clone();
+    let store = store.as_ref();
     // The general operator's state behind a 4 KiB cache: every group is read back each round.
     let general_state = crate::state_table::StateContext::new(
         std::sync::Arc::new(MemStore::default()),
         std::sync::Arc::new(crate::state_table::StateCache::new(4096)),
     );
     let general_store = general_state.store.clone();
-    let mut windowed = WindowedAggregateOperator::new(plan(false), STATE, &store).unwrap();
+    let mut windowed = WindowedAggregateOperator::new(plan(false), STATE, &windowed_state).unwrap();
     let mut general = AggregateOperator::new(plan(false), STATE, &general_state).unwrap();
     let mut epoch = 0;
     for round in 0..4i64 {
@@ -263,17 +282,17 @@ fn agrees_with_the_general_operator_over_many_groups_and_pages() {
         push(&mut windowed, &text);
         push(&mut general, &text);
         epoch += 1;
-        let mut a = barrier(&mut windowed, &store, epoch);
+        let mut a = barrier(&mut windowed, store, epoch);
         let mut b = barrier(&mut general, general_store.as_ref(), epoch);
         a.sort();
         b.sort();
         assert_eq!(a, b, "round {round}");
         if round == 1 {
-            windowed = WindowedAggregateOperator::new(plan(false), STATE, &store).unwrap();
+            windowed = WindowedAggregateOperator::new(plan(false), STATE, &windowed_state).unwrap();
             general = AggregateOperator::new(plan(false), STATE, &general_state).unwrap();
         }
     }
-    assert!(store.scan_table(STATE).unwrap().len() >= 6);
+    assert!(pages(store, STATE) >= 6);
 }
 
 /// In two phases on workers (each chunk aggregated on its own, the partial states merged by
@@ -284,24 +303,26 @@ fn two_phases_behind_an_exchange_agree_with_one() {
     use crate::aggregate::PartialAggregateOperator;
     use crate::exchange::ExchangeOperator;
     for close in [false, true] {
-        let (store, parts) = (MemStore::default(), MemStore::default());
-        let one = |store: &MemStore| WindowedAggregateOperator::new(plan(close), STATE, store);
-        let phased = |store: &MemStore| {
+        let (whole, split_state) = (state(1 << 20), state(4096));
+        let (store, parts) = (whole.store.clone(), split_state.store.clone());
+        let (store, parts) = (store.as_ref(), parts.as_ref());
+        let one = |state: &StateContext| WindowedAggregateOperator::new(plan(close), STATE, state);
+        let phased = |state: &StateContext| {
             let instances: Vec<Box<dyn Operator>> = (0..3)
                 .map(|i| {
-                    let op = WindowedAggregateOperator::new(plan(close), STATE + i, store).unwrap();
+                    let op = WindowedAggregateOperator::new(plan(close), STATE + i, state).unwrap();
                     Box::new(op.merging_partials()) as Box<dyn Operator>
                 })
                 .collect();
-            let schema = one(store).unwrap().partial_schema();
+            let schema = one(state).unwrap().partial_schema();
             let keys: Vec<Arc<dyn PhysicalExpr>> =
                 vec![Arc::new(Column::new("k", 0)), Arc::new(Column::new("w", 1))];
             let workers = Arc::new(crate::workers::Workers::new(2));
             ExchangeOperator::new(instances, vec![keys], workers)
                 .with_local(Box::new(PartialAggregateOperator::new(plan(close), schema)))
         };
-        let mut single: Box<dyn Operator> = Box::new(one(&store).unwrap());
-        let mut split: Box<dyn Operator> = Box::new(phased(&parts));
+        let mut single: Box<dyn Operator> = Box::new(one(&whole).unwrap());
+        let mut split: Box<dyn Operator> = Box::new(phased(&split_state));
         let mut epoch = 0;
         for round in 0..6i64 {
             // A hot key (0) takes half the rows; windows end at 10, 20, 30, 40 and close as
@@ -316,8 +337,8 @@ fn two_phases_behind_an_exchange_agree_with_one() {
             push(split.as_mut(), &text);
             epoch += 1;
             let (mut a, mut b) = (
-                barrier(single.as_mut(), &store, epoch),
-                barrier(split.as_mut(), &parts, epoch),
+                barrier(single.as_mut(), store, epoch),
+                barrier(split.as_mut(), parts, epoch),
             );
             a.sort();
             b.sort();
@@ -330,10 +351,54 @@ fn two_phases_behind_an_exchange_agree_with_one() {
             b.sort();
             assert_eq!(a, b, "watermark of round {round}, close {close}");
             if round == 2 {
-                single = Box::new(one(&store).unwrap());
-                split = Box::new(phased(&parts));
+                single = Box::new(one(&whole).unwrap());
+                split = Box::new(phased(&split_state));
             }
         }
-        assert!(!parts.scan_table(STATE + 2).unwrap().is_empty());
+        assert!(pages(parts, STATE + 2) > 0);
     }
+}
+
+/// A table written before state tables (pages under `W ++ end ++ page`, no counters or index)
+/// is read at open and moves to the state table's layout in the first epoch.
+#[test]
+fn state_of_the_older_layout_moves_and_continues() {
+    let state = state(1 << 20);
+    let store = state.store.clone();
+    let store = store.as_ref();
+    let mut operator = WindowedAggregateOperator::new(plan(false), STATE, &state).unwrap();
+    push(&mut operator, "+ 1 10 5\n+ 2 10 7\n+ 1 20 3");
+    barrier(&mut operator, store, 1);
+    drop(operator);
+    let mut epoch = EpochBatch::default();
+    for (key, value) in store.scan_table(STATE).unwrap() {
+        epoch.delete(STATE, &key);
+        if !key.starts_with(&[0xFF]) {
+            let old = [&[b'W'][..], &key[2..]].concat();
+            epoch.put(STATE, &old, value);
+        }
+    }
+    store.commit(&epoch).unwrap();
+
+    let mut moved = WindowedAggregateOperator::new(plan(false), STATE, &state).unwrap();
+    assert_eq!((moved.state_rows(), moved.open_windows()), (3, 2));
+    push(&mut moved, "+ 1 10 9");
+    assert_eq!(
+        barrier(&mut moved, store, 2),
+        vec!["U- 1 10 1 5", "U+ 1 10 2 9"]
+    );
+    assert!(store
+        .scan_table(STATE)
+        .unwrap()
+        .iter()
+        .all(|(key, _)| key[0] != b'W'));
+    let mut reopened = WindowedAggregateOperator::new(plan(false), STATE, &state).unwrap();
+    assert_eq!((reopened.state_rows(), reopened.windows.len()), (3, 0));
+    assert_eq!(
+        watermark(&mut reopened, 25),
+        Vec::<String>::new(),
+        "every change was emitted before"
+    );
+    barrier(&mut reopened, store, 3);
+    assert_eq!(pages(store, STATE), 0);
 }
