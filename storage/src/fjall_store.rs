@@ -56,7 +56,11 @@ impl Opened {
             .open()?;
         let keyspace = |space: Space| {
             db.keyspace(space.name(), || {
-                KeyspaceCreateOptions::default().max_memtable_size(memtable_bytes(space))
+                KeyspaceCreateOptions::default()
+                    .max_memtable_size(memtable_bytes(space))
+                    .compaction_strategy(Arc::new(
+                        fjall::compaction::Leveled::default().with_l0_threshold(l0_tables(space)),
+                    ))
             })
         };
         let keyspaces = [
@@ -86,6 +90,17 @@ fn memtable_bytes(space: Space) -> u64 {
     match space {
         Space::Rows | Space::State => 32 << 20,
         Space::Catalog | Space::Logs => 8 << 20,
+    }
+}
+
+/// Tables level 0 collects before they are merged into level 1 (fjall keeps the value a
+/// keyspace was created with). View rows and operator state arrive in random key order, so
+/// each merge rewrites most of level 1: merging less often took q20 from 94 to 103 thousand
+/// events per CPU-second; point reads stay cheap (each table's bloom filter answers a miss).
+fn l0_tables(space: Space) -> u8 {
+    match space {
+        Space::Rows | Space::State => 12,
+        Space::Catalog | Space::Logs => 4,
     }
 }
 

@@ -10,10 +10,11 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field};
 use eddy_planner::JoinSideInfo;
 use eddy_storage::{EpochBatch, KeyRange, RowCodec, StorageError, TableId};
 
+use super::state::nullable;
 use crate::state_table::{
     KeyedStateTable, StateContext, StateRow, StateTableStats, StateValue, AUX_PREFIX,
 };
@@ -86,15 +87,6 @@ pub(super) struct AsofSide {
     /// Whether rows are indexed by time.
     timed: bool,
     figures: Figures,
-}
-
-fn nullable(fields: impl IntoIterator<Item = Field>) -> SchemaRef {
-    std::sync::Arc::new(Schema::new(
-        fields
-            .into_iter()
-            .map(|f| f.with_nullable(true))
-            .collect::<Vec<_>>(),
-    ))
 }
 
 impl AsofSide {

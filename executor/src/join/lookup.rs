@@ -20,7 +20,7 @@ use eddy_storage::{EpochBatch, RowCodec, Store, TableId};
 use hashbrown::HashMap;
 
 use super::pairs::PairRows;
-use super::state::SideState;
+use super::state::{nullable, SideState};
 use crate::state_table::StateContext;
 use crate::{Barrier, Message, Operator, Result, StreamChunk};
 
@@ -53,15 +53,6 @@ pub struct LookupJoinOperator {
     /// A left input that retracts: left row key → (ordinal → the right row it was output
     /// with; empty for a row padded with NULLs), and the left key's encoding.
     emitted: Option<(SideState, RowCodec)>,
-}
-
-fn nullable(fields: impl IntoIterator<Item = Field>) -> SchemaRef {
-    Arc::new(Schema::new(
-        fields
-            .into_iter()
-            .map(|f| f.with_nullable(true))
-            .collect::<Vec<_>>(),
-    ))
 }
 
 fn row_schema(visible: &Schema, key: &[Field]) -> SchemaRef {

@@ -122,7 +122,8 @@ impl Figures {
     }
 }
 
-fn nullable(fields: impl IntoIterator<Item = Field>) -> Arc<Schema> {
+/// A schema of `fields`, each nullable (rows are encoded with NULLs allowed everywhere).
+pub(super) fn nullable(fields: impl IntoIterator<Item = Field>) -> Arc<Schema> {
     Arc::new(Schema::new(
         fields
             .into_iter()
