@@ -385,13 +385,16 @@ impl Operator for WindowedAggregateOperator {
             self.table.begin_chunk();
             // A stored window closing without its final rows emitted is read back for them;
             // one whose changes were all emitted before the restart has nothing to emit.
-            let still_stored = self.stored.split_off(&open_from);
-            let unread = std::mem::replace(&mut self.stored, still_stored);
+            let closing: Vec<i64> = self
+                .stored
+                .range(..open_from)
+                .map(|(&end, _)| end)
+                .collect();
             if self.plan.emit_on_window_close {
-                self.stored.extend(&unread);
-                self.restore(unread.keys().copied())?;
+                self.restore(closing)?;
             } else {
-                for &end in unread.keys() {
+                for end in closing {
+                    self.stored.remove(&end);
                     self.remove_window(end, true)?;
                 }
             }

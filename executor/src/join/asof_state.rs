@@ -10,11 +10,11 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::datatypes::DataType;
 use eddy_planner::JoinSideInfo;
 use eddy_storage::{EpochBatch, KeyRange, RowCodec, StorageError, TableId};
 
-use super::state::nullable;
+use super::state::side_codecs;
 use crate::state_table::{
     KeyedStateTable, StateContext, StateRow, StateTableStats, StateValue, AUX_PREFIX,
 };
@@ -99,18 +99,15 @@ impl AsofSide {
         timed: bool,
         state: &StateContext,
     ) -> Result<Self> {
-        let row_fields = (side.schema.fields().iter())
-            .map(|f| f.as_ref().clone())
-            .chain(side.key_fields.iter().cloned());
-        let key_fields = (key_types.iter().enumerate())
-            .map(|(i, t)| Field::new(format!("k{i}"), t.clone(), true));
+        let [row_codec, key_codec, stream_key_codec] =
+            side_codecs(&side.schema, &side.key_fields, key_types)?;
         let table = state.open(table, role)?;
         let figures = Figures::decode(table.extra()).unwrap_or_default();
         let mut side = Self {
             table,
-            row_codec: RowCodec::new(nullable(row_fields))?,
-            key_codec: RowCodec::new(nullable(key_fields))?,
-            stream_key_codec: RowCodec::new(nullable(side.key_fields.iter().cloned()))?,
+            row_codec,
+            key_codec,
+            stream_key_codec,
             width,
             timed,
             figures,

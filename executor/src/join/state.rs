@@ -132,6 +132,25 @@ pub(super) fn nullable(fields: impl IntoIterator<Item = Field>) -> Arc<Schema> {
     ))
 }
 
+/// A join side's codecs: its rows (visible columns, then its stream key), its join keys (of
+/// `key_types`) and its stream keys.
+pub(super) fn side_codecs(
+    visible: &Schema,
+    key_fields: &[Field],
+    key_types: &[DataType],
+) -> Result<[RowCodec; 3]> {
+    let row_fields = (visible.fields().iter())
+        .map(|f| f.as_ref().clone())
+        .chain(key_fields.iter().cloned());
+    let join_key_fields =
+        (key_types.iter().enumerate()).map(|(i, t)| Field::new(format!("k{i}"), t.clone(), true));
+    Ok([
+        RowCodec::new(nullable(row_fields))?,
+        RowCodec::new(nullable(join_key_fields))?,
+        RowCodec::new(nullable(key_fields.iter().cloned()))?,
+    ])
+}
+
 impl SideState {
     /// Opens one side: its counters and figures; rows come from the store as keys need them.
     pub fn open(
@@ -143,22 +162,14 @@ impl SideState {
         key_types: &[DataType],
         evict_column: Option<usize>,
     ) -> Result<Self> {
-        let row_fields = visible
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .chain(key_fields.iter().cloned());
-        let key_types = key_types
-            .iter()
-            .enumerate()
-            .map(|(i, t)| Field::new(format!("k{i}"), t.clone(), true));
+        let [row_codec, key_codec, stream_key_codec] = side_codecs(visible, key_fields, key_types)?;
         let table = state.open(table, role)?;
         let figures = Figures::decode(table.extra()).unwrap_or_default();
         let mut side = Self {
             table,
-            row_codec: RowCodec::new(nullable(row_fields))?,
-            key_codec: RowCodec::new(nullable(key_types))?,
-            stream_key_codec: RowCodec::new(nullable(key_fields.iter().cloned()))?,
+            row_codec,
+            key_codec,
+            stream_key_codec,
             evict_column,
             by_time: BTreeSet::new(),
             rows_by_key: None,
