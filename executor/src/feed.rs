@@ -111,7 +111,13 @@ fn humantime_like(text: &str) -> Option<Duration> {
 
 impl Feed {
     /// Starts the connector from the positions committed for `table_id`.
-    pub fn start(spec: SourceSpec, table_id: TableId, store: &dyn Store) -> Result<Self> {
+    /// `interactive` is the engine's flag for smaller batches while statements are made.
+    pub fn start(
+        spec: SourceSpec,
+        table_id: TableId,
+        store: &dyn Store,
+        interactive: Arc<AtomicBool>,
+    ) -> Result<Self> {
         let positions: BTreeMap<String, i64> =
             match store.get(&meta_key(&positions_key(table_id)))? {
                 Some(bytes) => {
@@ -138,6 +144,7 @@ impl Feed {
             stop: stop.clone(),
             positions: positions.clone(),
             refresh: refresh.clone(),
+            interactive,
         };
         let thread = std::thread::Builder::new()
             .name(format!("eddy-source-{}", spec.name))

@@ -70,13 +70,14 @@ impl FileConnector {
         // Whether the last read found the end of the file.
         let mut at_eof = false;
         loop {
-            // Up to BATCH_LINES lines, as ranges of the block.
-            let mut lines: Vec<(usize, usize)> = Vec::with_capacity(BATCH_LINES);
+            // Up to BATCH_LINES lines (fewer while statements are made), as ranges of the block.
+            let batch_lines = context.batch_rows(BATCH_LINES);
+            let mut lines: Vec<(usize, usize)> = Vec::with_capacity(batch_lines);
             let mut scan = block.start;
             let mut exhausted;
             loop {
                 exhausted = false;
-                while lines.len() < BATCH_LINES {
+                while lines.len() < batch_lines {
                     let Some(newline) = memchr::memchr(b'\n', &block.buf[scan..block.end]) else {
                         exhausted = true;
                         break;
@@ -253,6 +254,7 @@ mod tests {
     use eddy_planner::statement::IncludeKind;
 
     use super::*;
+    use crate::connector::INTERACTIVE_BATCH_ROWS;
 
     fn spec(path: &std::path::Path, follow: bool, encode: Encode) -> SourceSpec {
         let payload = vec![
@@ -293,6 +295,7 @@ mod tests {
             stop: Arc::new(AtomicBool::new(false)),
             positions,
             refresh: Arc::new(AtomicU64::new(0)),
+            interactive: Arc::new(AtomicBool::new(false)),
         };
         (context, receiver)
     }
@@ -520,6 +523,39 @@ mod tests {
             assert_eq!(read.dead.len(), 1);
             assert_eq!(read.dead[0].0, offset_of(text, "x;2"));
             assert_eq!(read.position, Some(text.len() as i64));
+        }
+    }
+
+    /// While statements are made, batches are smaller; every line still arrives once, in order.
+    #[test]
+    fn batches_are_smaller_while_statements_are_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("in.jsonl");
+        let lines = 5_000;
+        let text: String = (0..lines)
+            .map(|i| format!("{{\"sensor\": {i}}}\n"))
+            .collect();
+        std::fs::write(&path, &text).unwrap();
+        for interactive in [false, true] {
+            let connector = FileConnector::new(&spec(&path, false, Encode::Json)).unwrap();
+            let (context, receiver) = context(None, &path);
+            context.interactive.store(interactive, Ordering::Relaxed);
+            Box::new(connector).run(context);
+            let mut sizes = Vec::new();
+            let mut sensors = Vec::new();
+            while let Ok(event) = receiver.try_recv() {
+                if let SourceEvent::Batch(batch) = event {
+                    sizes.push(batch.rows.num_rows());
+                    let column = batch.rows.column(0).as_primitive::<Int32Type>();
+                    sensors.extend(column.values().iter().copied());
+                }
+            }
+            assert_eq!(sensors, (0..lines).collect::<Vec<i32>>());
+            let most = match interactive {
+                true => INTERACTIVE_BATCH_ROWS,
+                false => lines as usize,
+            };
+            assert_eq!(sizes.iter().max(), Some(&most), "{interactive}: {sizes:?}");
         }
     }
 }

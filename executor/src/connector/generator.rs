@@ -125,7 +125,7 @@ impl Connector for NexmarkConnector {
             ((rate / 100.0) as usize).clamp(1, MAX_BATCH_ROWS)
         });
         loop {
-            let Some(batch) = generator.next_batch(rows_per_batch) else {
+            let Some(batch) = generator.next_batch(context.batch_rows(rows_per_batch)) else {
                 context.send(SourceEvent::Finished);
                 return;
             };

@@ -198,9 +198,24 @@ pub struct ConnectorContext {
     /// Raised by the engine (a FLUSH) to ask for fresh split ends; answered by a `Splits`
     /// event carrying that generation.
     pub refresh: Arc<AtomicU64>,
+    /// Raised by the engine while statements are being made (see [`ConnectorContext::batch_rows`]).
+    pub interactive: Arc<AtomicBool>,
 }
 
+/// The most rows a batch holds while statements are being made: an epoch takes in at least
+/// one batch, and a statement waits for the epoch before it to be written, so a smaller batch
+/// keeps a heavy view's epochs (and writes) short while other clients wait on theirs.
+pub const INTERACTIVE_BATCH_ROWS: usize = 512;
+
 impl ConnectorContext {
+    /// The rows the next batch may hold, at most `most`: fewer while statements are made.
+    pub fn batch_rows(&self, most: usize) -> usize {
+        match self.interactive.load(Ordering::Relaxed) {
+            true => most.min(INTERACTIVE_BATCH_ROWS),
+            false => most,
+        }
+    }
+
     pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }

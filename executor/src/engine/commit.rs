@@ -34,6 +34,7 @@ impl Engine {
         match result {
             Ok(value) => {
                 self.dirty = true;
+                self.statements_since.get_or_insert_with(Instant::now);
                 self.acks.push(Box::new(move |committed: Result<()>| {
                     let _ = reply.send(committed.map(|()| value));
                 }));
@@ -86,6 +87,7 @@ impl Engine {
 
     pub(super) fn fail_pending(&mut self, why: &str) {
         self.reach = Reach::default();
+        self.statements_since = None;
         for ack in self.acks.drain(..) {
             ack(Err(ExecError::Internal(why.to_string())));
         }
@@ -102,6 +104,7 @@ impl Engine {
         }
         let waited = started.elapsed();
         let scoped = scope.is_some();
+        let statements_since = self.statements_since.take();
         match self.prepare_epoch(scope) {
             Ok(epoch) => {
                 // `EDDY_LOG=eddy::epochs=debug`: where a statement's time goes.
@@ -110,6 +113,9 @@ impl Engine {
                     epoch = epoch.epoch,
                     scoped,
                     statements = self.acks.len(),
+                    // From the first statement's arrival to here.
+                    statement_age_ms = statements_since
+                        .map_or(0.0, |since| since.elapsed().as_secs_f64() * 1e3),
                     waited_for_previous_ms = waited.as_secs_f64() * 1e3,
                     barrier_ms = (started.elapsed() - waited).as_secs_f64() * 1e3,
                     writes = epoch.writes,
@@ -177,6 +183,11 @@ impl Engine {
             done,
             _written: batch,
         });
+    }
+
+    /// Whether an epoch is still being written.
+    pub(super) fn writing(&self) -> bool {
+        self.in_flight.as_ref().is_some_and(|f| f.done.is_empty())
     }
 
     /// Waits for the epoch in flight, if any, and completes it.

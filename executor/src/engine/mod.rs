@@ -544,12 +544,16 @@ struct Engine {
     acks: Vec<committer::Ack>,
     /// What those replies' statements changed (how far their epoch must reach).
     reach: scope::Reach,
+    /// When the first of them came (for the epoch log).
+    statements_since: Option<Instant>,
     /// Writes epochs on its own thread; `store` reads through it.
     committer: Arc<committer::PipelinedStore>,
     /// The epoch being written while the next one is processed.
     in_flight: Option<commit::InFlight>,
     /// FLUSHes waiting for feeds to catch up with their sources.
     flushes: Vec<PendingFlush>,
+    /// Raised while statements are being made: connectors send smaller batches.
+    interactive: Arc<std::sync::atomic::AtomicBool>,
     commit_observer: Arc<OnceLock<CommitObserver>>,
     state_budget: Arc<StateBudget>,
     /// The node's cache of operator state (shared by every state table).

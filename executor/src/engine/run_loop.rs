@@ -5,9 +5,10 @@ use super::*;
 
 /// The most source work one epoch takes in before its barrier while statements are being
 /// made: a statement's epoch waits for the epoch before it to be written, so what a heavy view
-/// takes into one epoch bounds how long another's writes wait for it. With no statement for
-/// [`INTERACTIVE`], epochs run to the checkpoint interval (fewer, larger writes).
-const EPOCH_WORK: Duration = Duration::from_millis(20);
+/// takes into one epoch bounds how long another's writes wait for it (connectors send smaller
+/// batches meanwhile, see `INTERACTIVE_BATCH_ROWS`). With no statement for [`INTERACTIVE`],
+/// epochs run to the checkpoint interval (fewer, larger writes).
+const EPOCH_WORK: Duration = Duration::from_millis(5);
 const INTERACTIVE: Duration = Duration::from_secs(2);
 /// The most at any time: while an epoch is written the engine goes on with the next, so this
 /// bounds the memory two epochs' writes take.
@@ -35,7 +36,9 @@ impl Engine {
             dirty: false,
             acks: Vec::new(),
             reach: Default::default(),
+            statements_since: None,
             flushes: Vec::new(),
+            interactive: Arc::default(),
             commit_observer: Arc::new(OnceLock::new()),
             state_budget: Arc::new(StateBudget::default()),
             state_cache: Arc::new(StateCache::default()),
@@ -72,10 +75,16 @@ impl Engine {
         let mut last_tick = Instant::now();
         // Whether the last epoch was scoped to statements (see below).
         let mut last_scoped = false;
+        // An epoch is due but the one before is still being written: until it is, the loop
+        // takes statements (into the coming epoch) and no source rows.
+        let mut commit_waiting = false;
         loop {
             // An index build goes on epoch after epoch, a chunk each, with no idle wait.
             let building = self.building_indexes();
-            let wait = if building {
+            let wait = if commit_waiting {
+                // The write's completion wakes the loop.
+                Duration::from_millis(200)
+            } else if building {
                 Duration::ZERO
             } else {
                 interval
@@ -89,7 +98,7 @@ impl Engine {
             let feeds: Vec<(String, Receiver<SourceEvent>)> = self
                 .feeds
                 .iter()
-                .filter(|(name, _)| !self.held.feeds.contains(*name))
+                .filter(|(name, _)| !commit_waiting && !self.held.feeds.contains(*name))
                 .map(|(name, feed)| (name.clone(), feed.events.clone()))
                 .collect();
             let mut select = Select::new();
@@ -147,6 +156,8 @@ impl Engine {
             // Bounded work per round, so commands and commits are never starved; none while a
             // statement waits for its epoch, and no more than EPOCH_WORK in one epoch.
             let interactive = last_statement.is_some_and(|at| at.elapsed() < INTERACTIVE);
+            self.interactive
+                .store(interactive, std::sync::atomic::Ordering::Relaxed);
             let full =
                 |work: Duration| work >= EPOCH_WORK_MAX || (interactive && work >= EPOCH_WORK);
             'feeding: for (name, events) in &feeds {
@@ -174,7 +185,10 @@ impl Engine {
             let checkpoint = (self.dirty || clocked || self.sinks_need_commit()) && due;
             let full_due = full(feed_work) || checkpoint;
             let must_be_full = building || self.subscriptions.starting() || stop.is_some();
-            if !self.acks.is_empty() || full_due || must_be_full {
+            let wanted = !self.acks.is_empty() || full_due || must_be_full;
+            // Blocking on the write in flight would leave statements queued behind it.
+            commit_waiting = wanted && stop.is_none() && self.writing();
+            if wanted && !commit_waiting {
                 // Statements first, in an epoch of their own that commits only what they
                 // reach (see `scope`): the source work taken in so far waits for the next
                 // full epoch, which comes right after (never two scoped epochs while one is
@@ -189,7 +203,7 @@ impl Engine {
                     last_commit = Instant::now();
                     feed_work = Duration::ZERO;
                 }
-            } else if due {
+            } else if due && !commit_waiting {
                 self.publish_stats();
                 last_commit = Instant::now();
             }

@@ -92,7 +92,7 @@ impl Engine {
         id: TableId,
         table: &TableRuntime,
     ) -> Result<()> {
-        let mut feed = Feed::start(spec, id, self.store.as_ref())?;
+        let mut feed = Feed::start(spec, id, self.store.as_ref(), self.interactive.clone())?;
         feed.reader = table.object_name.clone();
         self.feeds.insert(target.to_string(), feed);
         Ok(())

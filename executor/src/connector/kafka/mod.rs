@@ -285,7 +285,8 @@ impl KafkaConnector {
                 context.send(SourceEvent::Error(format!("{}: {trouble}", self.bootstrap)));
                 ends_stale = true;
             }
-            let full = pending.values().map(Vec::len).sum::<usize>() >= BATCH_MESSAGES;
+            let full =
+                pending.values().map(Vec::len).sum::<usize>() >= context.batch_rows(BATCH_MESSAGES);
             if ends_stale && !pending.is_empty() {
                 let reported =
                     self.report_splits(&consumer, &partitions, next, generation, context);
