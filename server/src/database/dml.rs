@@ -48,6 +48,7 @@ impl Database {
         let name = def.name.clone();
         match &dml.op {
             WriteOp::Insert(_) => {
+                let started = std::time::Instant::now();
                 let limit = self.query_memory_limit();
                 let frame =
                     crate::query::query_memory::dataframe(&self.ctx, limit, (*dml.input).clone())?;
@@ -62,7 +63,16 @@ impl Database {
                     .filter(|b| b.num_rows() > 0)
                     .map(|b| conform(b, &def.schema))
                     .collect::<Result<Vec<_>>>()?;
+                let planned = started.elapsed();
                 let rows = self.engine.insert(name, batches).await?;
+                // `EDDY_LOG=eddy::statements=debug`: where an INSERT's time goes.
+                tracing::debug!(
+                    target: "eddy::statements",
+                    plan_ms = planned.as_secs_f64() * 1e3,
+                    committed_ms = (started.elapsed() - planned).as_secs_f64() * 1e3,
+                    rows,
+                    "INSERT"
+                );
                 Ok(Outcome::with_rows("INSERT 0", Some(rows as usize)))
             }
             WriteOp::Delete => {
