@@ -219,8 +219,24 @@ impl Engine {
     /// Applies a batch from a feed; how long it took counts towards the epoch's bound.
     fn timed_source_event(&mut self, name: &str, event: SourceEvent) -> Duration {
         let started = Instant::now();
+        let logged = tracing::enabled!(target: "eddy::epochs", tracing::Level::DEBUG);
+        let before = logged.then(thread_schedule).flatten();
         self.guarded(|engine| engine.on_source_event(name, event));
-        started.elapsed()
+        let took = started.elapsed();
+        let slow = before.filter(|_| took >= SLOW_SOURCE_EVENT);
+        if let (Some(before), Some(after)) = (slow, slow.and_then(|_| thread_schedule())) {
+            // Time on a core, time waiting for one; the rest was waiting on something else
+            // (the disk, a worker, a lock).
+            tracing::debug!(
+                target: "eddy::epochs",
+                feed = name,
+                wall_ms = took.as_secs_f64() * 1e3,
+                cpu_ms = after.0.saturating_sub(before.0) as f64 / 1e6,
+                runnable_ms = after.1.saturating_sub(before.1) as f64 / 1e6,
+                "slow source batch"
+            );
+        }
+        took
     }
 
     /// Runs `work`, turning a panic (a bug, here or in a library) into an abandoned epoch:
@@ -394,6 +410,17 @@ impl Engine {
             Command::Shutdown { .. } => unreachable!("handled by the loop"),
         }
     }
+}
+
+/// A source batch taking longer is logged (`eddy::epochs` at debug).
+const SLOW_SOURCE_EVENT: Duration = Duration::from_millis(20);
+
+/// The calling thread's time on a core and waiting for one, in nanoseconds (Linux's
+/// `schedstat`; `None` elsewhere).
+fn thread_schedule() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+    Some((fields.next()??, fields.next()??))
 }
 
 /// What a caught panic said.
