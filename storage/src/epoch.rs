@@ -72,6 +72,11 @@ impl EpochBatch {
         Some(value.as_deref())
     }
 
+    /// This batch's write of row `row_key` of `table`, if it has one: `Some(None)` for a delete.
+    pub fn row(&self, table: TableId, row_key: &[u8]) -> Option<Option<&[u8]>> {
+        Some(self.tables.get(&table)?.get(row_key)?.as_deref())
+    }
+
     /// Whether the batch writes any key of `table`.
     pub fn touches(&self, table: TableId) -> bool {
         self.tables

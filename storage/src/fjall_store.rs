@@ -388,9 +388,7 @@ impl Store for FjallStore {
     fn snapshot(&self) -> Result<Snapshot> {
         let open = self.opened()?;
         let snapshot = open.db.snapshot();
-        Ok(Snapshot {
-            inner: SnapshotInner::Fjall { open, snapshot },
-        })
+        Ok(Snapshot::committed(SnapshotInner::Fjall { open, snapshot }))
     }
 
     fn stats(&self) -> StoreStats {

@@ -20,6 +20,12 @@ pub trait Store: Send + Sync {
     fn commit(&self, batch: &EpochBatch) -> Result<()>;
     /// The store as of its last commit, for reads that must see one epoch throughout.
     fn snapshot(&self) -> Result<Snapshot>;
+    /// A snapshot for the engine's reads of its own operators' state: as [`Self::snapshot`],
+    /// except that an epoch still being written may be seen before it is durable, and so
+    /// without waiting for it (if that epoch fails, the engine reloads its state anyway).
+    fn state_snapshot(&self) -> Result<Snapshot> {
+        self.snapshot()
+    }
     /// Sizes and health, for metrics and the system tables.
     fn stats(&self) -> StoreStats;
 
@@ -106,9 +112,7 @@ impl Store for MemStore {
     }
 
     fn snapshot(&self) -> Result<Snapshot> {
-        Ok(Snapshot {
-            inner: SnapshotInner::Mem(self.map()),
-        })
+        Ok(Snapshot::committed(SnapshotInner::Mem(self.map())))
     }
 
     fn stats(&self) -> StoreStats {

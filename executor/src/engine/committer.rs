@@ -9,16 +9,17 @@
 //!
 //! The engine reads the store while N is in flight (a table's old row, a state table's
 //! group): it must see N's writes, which the store does not have yet. [`PipelinedStore`] is
-//! the engine's store: a point read looks in the batch in flight first; a range read or a
-//! snapshot waits until it is written. Queries and subscriptions read the store itself, which
-//! holds durable epochs only.
+//! the engine's store: a point read looks in the batch in flight first, and so do the reads of
+//! a state snapshot (operators' state tables: N laid over the store's last snapshot); any
+//! other snapshot, and a table scan, waits until N is written. Queries and subscriptions read
+//! the store itself, which holds durable epochs only.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
-use eddy_storage::{EpochBatch, Result, Snapshot, Store, StoreStats, TableId};
+use eddy_storage::{EpochBatch, PendingEpoch, Result, Snapshot, Store, StoreStats, TableId};
 
 use crate::ExecError;
 
@@ -32,7 +33,7 @@ pub(super) type OnDurable = Box<dyn FnOnce(Duration) + Send>;
 /// The engine's view of the store: what is durable, plus the epoch being written.
 pub(crate) struct PipelinedStore {
     inner: Arc<dyn Store>,
-    in_flight: Mutex<Option<Arc<EpochBatch>>>,
+    in_flight: Mutex<Option<Arc<PendingEpoch>>>,
     written: Condvar,
     jobs: Sender<Job>,
 }
@@ -85,7 +86,7 @@ impl PipelinedStore {
         let batch = Arc::new(batch);
         let kept = batch.clone();
         let mut in_flight = self.wait_idle();
-        *in_flight = Some(batch.clone());
+        *in_flight = Some(Arc::new(PendingEpoch::new(batch.clone())));
         drop(in_flight);
         let (done, receiver) = bounded(1);
         let job = Job {
@@ -139,12 +140,12 @@ impl PipelinedStore {
         let _ = job.done.send(result);
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<Arc<EpochBatch>>> {
+    fn lock(&self) -> MutexGuard<'_, Option<Arc<PendingEpoch>>> {
         self.in_flight.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Waits until no epoch is being written.
-    fn wait_idle(&self) -> MutexGuard<'_, Option<Arc<EpochBatch>>> {
+    fn wait_idle(&self) -> MutexGuard<'_, Option<Arc<PendingEpoch>>> {
         let mut in_flight = self.lock();
         while in_flight.is_some() {
             in_flight = self
@@ -155,8 +156,8 @@ impl PipelinedStore {
         in_flight
     }
 
-    /// The batch being written, if any.
-    fn pending(&self) -> Option<Arc<EpochBatch>> {
+    /// The epoch being written, if any.
+    fn pending(&self) -> Option<Arc<PendingEpoch>> {
         self.lock().clone()
     }
 }
@@ -184,8 +185,8 @@ pub(super) fn statement_error(error: &ExecError) -> ExecError {
 
 impl Store for PipelinedStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(batch) = self.pending() {
-            if let Some(value) = batch.lookup(key) {
+        if let Some(pending) = self.pending() {
+            if let Some(value) = pending.batch().lookup(key) {
                 return Ok(value.map(<[u8]>::to_vec));
             }
         }
@@ -207,6 +208,19 @@ impl Store for PipelinedStore {
     fn snapshot(&self) -> Result<Snapshot> {
         drop(self.wait_idle());
         self.inner.snapshot()
+    }
+
+    /// The epoch in flight over the store's last snapshot, without waiting: the engine reads
+    /// its state while the committer writes (the pipeline's point).
+    fn state_snapshot(&self) -> Result<Snapshot> {
+        // Looked up before the snapshot is taken: an epoch written in between is in both,
+        // the same.
+        let pending = self.pending();
+        let snapshot = self.inner.snapshot()?;
+        Ok(match pending {
+            Some(pending) => snapshot.with_pending(pending),
+            None => snapshot,
+        })
     }
 
     fn stats(&self) -> StoreStats {

@@ -1,4 +1,5 @@
-//! The committer: reads during a write see it, durable readers do not, and statements are
+//! The committer: reads during a write see it (state snapshots without waiting), durable
+//! readers do not, and statements are
 //! answered only when their epoch is durable (or with the fault that kept it from being).
 
 use std::sync::{Arc, Mutex};
@@ -121,7 +122,28 @@ fn reads_during_a_write_see_it_and_statements_wait_for_durability() {
     assert!(events.lock().unwrap().is_empty());
     assert!(done.try_recv().is_err());
 
-    // A snapshot (for range reads) waits for the write.
+    // A state snapshot sees it at once, in range and point reads; the store's own does not.
+    let state = store.state_snapshot().unwrap();
+    assert_eq!(
+        store
+            .read_range(&state, 20, &KeyRange::all(), usize::MAX)
+            .unwrap(),
+        vec![(b"a".to_vec(), b"1".to_vec())]
+    );
+    assert_eq!(
+        store
+            .read_keys(&state, 20, &[&b"a"[..], &b"gone"[..]])
+            .unwrap(),
+        vec![Some(b"1".to_vec()), None]
+    );
+    assert_eq!(
+        inner
+            .read_range(&inner.snapshot().unwrap(), 20, &KeyRange::all(), usize::MAX)
+            .unwrap(),
+        vec![(b"gone".to_vec(), b"old".to_vec())]
+    );
+
+    // Any other snapshot (for range reads) waits for the write.
     let reader = store.clone();
     let (snapshot_taken, taken) = unbounded();
     std::thread::spawn(move || {

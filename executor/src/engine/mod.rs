@@ -193,6 +193,9 @@ pub struct EngineHandle {
     /// The threads views' keyed operators run on.
     workers: Arc<crate::workers::Workers>,
     subscriptions: Arc<crate::subscribe::SubscriptionRegistry>,
+    /// The store's figures are read when asked for, not by the engine: they take locks that
+    /// the store's compactions hold for a while.
+    store: Arc<dyn Store>,
 }
 
 impl EngineHandle {
@@ -202,7 +205,7 @@ impl EngineHandle {
         let (tx, rx) = unbounded();
         let stats = Arc::new(RwLock::new(EngineStats::default()));
         let commit_observer = Arc::new(OnceLock::new());
-        let mut engine = Engine::new(store, stats.clone())?;
+        let mut engine = Engine::new(store.clone(), stats.clone())?;
         engine.commit_observer = commit_observer.clone();
         let state_budget = engine.state_budget.clone();
         let state_cache = engine.state_cache.clone();
@@ -224,6 +227,7 @@ impl EngineHandle {
             state_cache,
             workers,
             subscriptions,
+            store,
         })
     }
 
@@ -474,7 +478,9 @@ impl EngineHandle {
     }
 
     pub fn stats(&self) -> EngineStats {
-        self.stats.read().unwrap_or_else(|e| e.into_inner()).clone()
+        let mut stats = self.stats.read().unwrap_or_else(|e| e.into_inner()).clone();
+        stats.store = self.store.stats();
+        stats
     }
 }
 

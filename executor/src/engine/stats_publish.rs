@@ -78,7 +78,8 @@ impl Engine {
                 .collect(),
             progress: self.source_progress(),
             sinks: self.sink_stats(),
-            store: self.store.stats(),
+            // Read by [`EngineHandle::stats`] when asked for.
+            store: Default::default(),
             state_cache: self.state_cache.stats(),
         }
     }

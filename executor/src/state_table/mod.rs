@@ -30,6 +30,7 @@ mod persist;
 #[cfg(test)]
 mod tests;
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -245,30 +246,57 @@ impl<V: StateValue> KeyedStateTable<V> {
 
     /// Evicts clean groups, least recently used first, until the node's cache holds at most
     /// `target` bytes or no clean group is left.
+    ///
+    /// Two passes over the groups and no sort of them (a table may cache millions, and this
+    /// runs within a chunk): the first sums clean groups' memory by when they were last used,
+    /// which finds the cut-off; the second evicts every clean group used before it, and
+    /// those used at it until enough is freed.
     fn evict_clean(&mut self, target: usize) {
-        let mut clean: Vec<(u64, Box<[u8]>)> = self
-            .groups
-            .iter()
-            .filter(|(key, _)| !self.dirty.contains_key(*key))
-            .map(|(key, group)| (group.last_used, key.clone()))
-            .collect();
-        clean.sort_unstable();
-        for (_, key) in clean {
-            if self.cache.used() <= target {
-                break;
-            }
-            if let Some(group) = self.groups.remove(&key) {
-                self.whole &= group.rows.is_empty();
-                self.uncache(group.memory);
-                self.stats.evictions += 1;
+        let Some(excess) = self.cache.used().checked_sub(target).filter(|&e| e > 0) else {
+            return;
+        };
+        let dirty = &self.dirty;
+        let mut by_tick: HashMap<u64, usize> = HashMap::new();
+        for (key, group) in &self.groups {
+            if !dirty.contains_key(key) {
+                *by_tick.entry(group.last_used).or_default() += group.memory;
             }
         }
-    }
-
-    fn uncache(&mut self, memory: usize) {
-        self.stats.cache_bytes -= memory as u64;
-        self.stats.cached_groups -= 1;
-        self.cache.shrink(memory);
+        let mut ticks: Vec<(u64, usize)> = by_tick.into_iter().collect();
+        ticks.sort_unstable();
+        let mut cut = u64::MAX;
+        let mut older = 0;
+        for (tick, memory) in ticks {
+            if older + memory >= excess {
+                cut = tick;
+                break;
+            }
+            older += memory;
+        }
+        // Groups before the cut hold less than the excess: all go; then some at the cut.
+        let mut at_cut = excess - older;
+        let (mut freed, mut evicted, mut had_rows) = (0, 0, false);
+        self.groups.retain(|key, group| {
+            let evict = match group.last_used.cmp(&cut) {
+                Ordering::Less => true,
+                Ordering::Equal => at_cut > 0,
+                Ordering::Greater => false,
+            } && !dirty.contains_key(key);
+            if evict {
+                if group.last_used == cut {
+                    at_cut = at_cut.saturating_sub(group.memory);
+                }
+                freed += group.memory;
+                evicted += 1;
+                had_rows |= !group.rows.is_empty();
+            }
+            !evict
+        });
+        self.whole &= !had_rows;
+        self.stats.evictions += evicted;
+        self.stats.cached_groups -= evicted;
+        self.stats.cache_bytes -= freed as u64;
+        self.cache.shrink(freed);
     }
 
     /// Makes every group of `keys` cached, reading the missing ones from the store and
@@ -300,7 +328,7 @@ impl<V: StateValue> KeyedStateTable<V> {
         }
         // In store order, from one snapshot: first the markers, then the groups that have one.
         missing.sort_unstable();
-        let snapshot = self.store.snapshot()?;
+        let snapshot = self.store.state_snapshot()?;
         let marked: Vec<bool> = if self.markers {
             let keys: Vec<Vec<u8>> = missing
                 .iter()
@@ -513,7 +541,7 @@ impl<V: StateValue> KeyedStateTable<V> {
     /// Auxiliary rows whose keys lie in `range`, committed ones overlaid with those waiting for
     /// the next barrier, in key order.
     pub fn read_aux(&mut self, range: &KeyRange) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let snapshot = self.store.snapshot()?;
+        let snapshot = self.store.state_snapshot()?;
         let mut rows: BTreeMap<Vec<u8>, Option<Vec<u8>>> = self
             .store
             .read_range(&snapshot, self.table, range, usize::MAX)?

@@ -106,6 +106,49 @@ fn groups_evicted_from_a_tiny_cache_read_back_from_the_store() {
 }
 
 #[test]
+fn eviction_takes_the_least_recently_used_clean_groups_and_no_more_than_needed() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::default());
+    let cache = Arc::new(StateCache::new(1 << 20));
+    let mut table = open(&store, &cache);
+    for g in 0..40u8 {
+        table.begin_chunk();
+        put(&mut table, &[g], b"a", Bytes(vec![g; 100])).unwrap();
+    }
+    commit(&mut table, &store);
+    let per_group = cache.used() / 40;
+    // Used again, in another order: 30..40 first, then 0..10 (the most recent).
+    for g in (30..40u8).chain(0..10) {
+        table.begin_chunk();
+        table.load([&[g][..]]).unwrap();
+    }
+    // 10..20 used last before the barrier, but changed since: dirty, so they stay.
+    table.begin_chunk();
+    for g in 10..20u8 {
+        put(&mut table, &[g], b"b", Bytes(vec![g; 1])).unwrap();
+    }
+    // To free fourteen and a half groups' memory, the 15 oldest clean ones go (20..30, then
+    // 30..35).
+    let target = cache.used() - (per_group * 14 + per_group / 2);
+    table.evict_clean(target);
+    let cached = |table: &KeyedStateTable<Bytes>, range: std::ops::Range<u8>| {
+        range.filter(|g| table.group(&[*g]).is_some()).count()
+    };
+    assert_eq!(cached(&table, 20..30), 0);
+    assert_eq!(cached(&table, 30..40), 5);
+    assert_eq!(cached(&table, 0..10), 10);
+    assert_eq!(cached(&table, 10..20), 10);
+    assert!(cache.used() <= target, "{} > {target}", cache.used());
+    assert!(table.group(&[35]).is_some() && table.group(&[34]).is_none());
+    let stats = table.stats();
+    assert_eq!((stats.evictions, stats.cached_groups), (15, 25));
+    assert_eq!(stats.cache_bytes as usize, cache.used());
+    // Nothing clean is left but what is needed: a tiny limit keeps only the dirty groups.
+    table.evict_clean(0);
+    assert_eq!(table.cached_groups(), 10);
+    assert_eq!(cached(&table, 10..20), 10);
+}
+
+#[test]
 fn reopening_reads_the_counters_and_no_rows() {
     let store: Arc<dyn Store> = Arc::new(MemStore::default());
     let cache = Arc::new(StateCache::default());
