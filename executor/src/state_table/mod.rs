@@ -87,7 +87,7 @@ impl StateContext {
 }
 
 /// What a state table keeps of an operator's row: its memory and its stored size.
-pub trait StateValue: Sized {
+pub trait StateValue: Sized + Send + 'static {
     /// Bytes the value holds in memory beyond its map entry.
     fn memory(&self) -> usize;
     /// Bytes of its stored value (as last stored, for values encoded in batches).
@@ -111,6 +111,9 @@ pub struct Group<V> {
     memory: usize,
     /// Whether the store holds the group's marker (it had rows at the last barrier).
     marked: bool,
+    /// Whether rows of it changed since the last barrier (it is in the table's `dirty`):
+    /// kept here too, so that eviction does not look every group up there.
+    dirty: bool,
 }
 
 /// A group's changed rows by row key, each with whether it is new since the last barrier.
@@ -255,12 +258,9 @@ impl<V: StateValue> KeyedStateTable<V> {
         let Some(excess) = self.cache.used().checked_sub(target).filter(|&e| e > 0) else {
             return;
         };
-        let dirty = &self.dirty;
         let mut by_tick: HashMap<u64, usize> = HashMap::new();
-        for (key, group) in &self.groups {
-            if !dirty.contains_key(key) {
-                *by_tick.entry(group.last_used).or_default() += group.memory;
-            }
+        for group in self.groups.values().filter(|g| !g.dirty) {
+            *by_tick.entry(group.last_used).or_default() += group.memory;
         }
         let mut ticks: Vec<(u64, usize)> = by_tick.into_iter().collect();
         ticks.sort_unstable();
@@ -275,28 +275,29 @@ impl<V: StateValue> KeyedStateTable<V> {
         }
         // Groups before the cut hold less than the excess: all go; then some at the cut.
         let mut at_cut = excess - older;
-        let (mut freed, mut evicted, mut had_rows) = (0, 0, false);
-        self.groups.retain(|key, group| {
-            let evict = match group.last_used.cmp(&cut) {
-                Ordering::Less => true,
-                Ordering::Equal => at_cut > 0,
-                Ordering::Greater => false,
-            } && !dirty.contains_key(key);
-            if evict {
-                if group.last_used == cut {
+        let evicted: Vec<Group<V>> = self
+            .groups
+            .extract_if(|_, group| {
+                let evict = !group.dirty
+                    && match group.last_used.cmp(&cut) {
+                        Ordering::Less => true,
+                        Ordering::Equal => at_cut > 0,
+                        Ordering::Greater => false,
+                    };
+                if evict && group.last_used == cut {
                     at_cut = at_cut.saturating_sub(group.memory);
                 }
-                freed += group.memory;
-                evicted += 1;
-                had_rows |= !group.rows.is_empty();
-            }
-            !evict
-        });
-        self.whole &= !had_rows;
-        self.stats.evictions += evicted;
-        self.stats.cached_groups -= evicted;
+                evict
+            })
+            .map(|(_, group)| group)
+            .collect();
+        let freed: usize = evicted.iter().map(|g| g.memory).sum();
+        self.whole &= evicted.iter().all(|g| g.rows.is_empty());
+        self.stats.evictions += evicted.len() as u64;
+        self.stats.cached_groups -= evicted.len() as u64;
         self.stats.cache_bytes -= freed as u64;
         self.cache.shrink(freed);
+        free_elsewhere(evicted);
     }
 
     /// Makes every group of `keys` cached, reading the missing ones from the store and
@@ -347,6 +348,7 @@ impl<V: StateValue> KeyedStateTable<V> {
                 last_used: tick,
                 memory: ENTRY_OVERHEAD + key.len(),
                 marked: false,
+                dirty: false,
             };
             if marked {
                 prefix.clear();
@@ -404,6 +406,7 @@ impl<V: StateValue> KeyedStateTable<V> {
             last_used: self.tick,
             memory,
             marked: false,
+            dirty: false,
         };
         self.cache.grow(memory);
         self.stats.cache_bytes += memory as u64;
@@ -426,6 +429,7 @@ impl<V: StateValue> KeyedStateTable<V> {
             stored_bytes(group, row_key, &value),
         );
         let entry = self.cached(group)?;
+        entry.dirty = true;
         let old = entry.rows.insert(row_key.into(), value);
         let freed = old.as_ref().map_or(0, |old| row_memory(row_key, old));
         entry.memory = entry.memory + memory - freed;
@@ -445,6 +449,7 @@ impl<V: StateValue> KeyedStateTable<V> {
         let Some(old) = entry.rows.remove(row_key) else {
             return Ok(None);
         };
+        entry.dirty = true;
         let freed = row_memory(row_key, &old);
         entry.memory -= freed;
         self.stats.rows -= 1;
@@ -472,6 +477,7 @@ impl<V: StateValue> KeyedStateTable<V> {
         let Some(value) = entry.rows.get_mut(row_key) else {
             return Ok(None);
         };
+        entry.dirty = true;
         let (memory, stored) = (
             row_memory(row_key, value),
             stored_bytes(group, row_key, value),
@@ -614,6 +620,20 @@ impl<V> Drop for KeyedStateTable<V> {
 }
 
 use persist::marker_key;
+
+/// Groups evicted at once above this many are freed on a thread of their own: freeing
+/// a tenth of a large cache takes tens of milliseconds, which the chunk would wait for.
+const FREE_ELSEWHERE_GROUPS: usize = 10_000;
+
+fn free_elsewhere<V: Send + 'static>(groups: Vec<Group<V>>) {
+    if groups.len() < FREE_ELSEWHERE_GROUPS {
+        return;
+    }
+    // Dropped here if the thread cannot start.
+    let _ = std::thread::Builder::new()
+        .name("eddy-free".into())
+        .spawn(move || drop(groups));
+}
 
 fn row_memory<V: StateValue>(row_key: &[u8], value: &V) -> usize {
     ENTRY_OVERHEAD + row_key.len() + value.memory()

@@ -25,7 +25,6 @@ impl<V: StateValue> KeyedStateTable<V> {
         epoch: &mut EpochBatch,
         encode: impl FnOnce(Vec<(&[u8], &mut V)>) -> Result<Vec<Vec<u8>>>,
     ) -> Result<()> {
-        let dirty = std::mem::take(&mut self.dirty);
         let mut writes = 0u64;
         for (key, value) in std::mem::take(&mut self.raw) {
             match value {
@@ -36,18 +35,24 @@ impl<V: StateValue> KeyedStateTable<V> {
         }
         // The dirty groups leave the cache while their rows are encoded together (walking
         // the whole cache would cost as much as it is large, at every barrier).
-        let changed = !dirty.is_empty();
-        let mut taken = Vec::with_capacity(dirty.len());
-        for (group_key, row_keys) in dirty {
+        let changed = !self.dirty.is_empty();
+        let mut taken = Vec::with_capacity(self.dirty.len());
+        // Drained, not replaced: its room is reused by the next epoch, which is likely to
+        // change as many groups (growing it again cost a few percent of a join's time).
+        for (group_key, row_keys) in self.dirty.drain() {
             if let Some((group_key, group)) = self.groups.remove_entry(&group_key) {
                 taken.push((group_key, group, row_keys));
             }
+        }
+        if self.dirty.capacity() > 4 * taken.len() + 1024 {
+            self.dirty.shrink_to(taken.len());
         }
         // The dirty rows leave their groups too: (group's place in `taken`, row key, row).
         let mut rows: Vec<(usize, Box<[u8]>, V)> = Vec::new();
         let mut keys = Vec::new();
         for (at, (group_key, group, row_keys)) in taken.iter_mut().enumerate() {
             let group_key: &[u8] = group_key;
+            group.dirty = false;
             let has_rows = !group.rows.is_empty();
             let part = partition(group_key);
             if self.markers && group.marked != has_rows {
