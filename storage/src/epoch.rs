@@ -68,8 +68,7 @@ impl EpochBatch {
     /// `Some(None)` for a delete.
     pub fn lookup(&self, key: &[u8]) -> Option<Option<&[u8]>> {
         let table = TableId::from_be_bytes(key.get(..4)?.try_into().ok()?);
-        let value = self.tables.get(&table)?.get(&key[4..])?;
-        Some(value.as_deref())
+        self.row(table, &key[4..])
     }
 
     /// This batch's write of row `row_key` of `table`, if it has one: `Some(None)` for a delete.

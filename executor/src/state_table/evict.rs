@@ -4,7 +4,7 @@ use std::cmp::Ordering;
 
 use hashbrown::HashMap;
 
-use super::{Group, KeyedStateTable, StateValue};
+use super::{KeyedStateTable, StateValue};
 
 impl<V: StateValue> KeyedStateTable<V> {
     /// Evicts clean groups, least recently used first, until the node's cache holds at most
@@ -36,26 +36,26 @@ impl<V: StateValue> KeyedStateTable<V> {
         // Groups before the cut hold less than the excess: all go; then some at the cut.
         let mut at_cut = excess - older;
         // Freed here: freeing on another thread cost q20 more CPU per event than it saved.
-        let evicted: Vec<Group<V>> = self
-            .groups
-            .extract_if(|_, group| {
-                let evict = !group.dirty
-                    && match group.last_used.cmp(&cut) {
-                        Ordering::Less => true,
-                        Ordering::Equal => at_cut > 0,
-                        Ordering::Greater => false,
-                    };
-                if evict && group.last_used == cut {
-                    at_cut = at_cut.saturating_sub(group.memory);
-                }
-                evict
-            })
-            .map(|(_, group)| group)
-            .collect();
-        let freed: usize = evicted.iter().map(|g| g.memory).sum();
-        self.whole &= evicted.iter().all(|g| g.rows.is_empty());
-        self.stats.evictions += evicted.len() as u64;
-        self.stats.cached_groups -= evicted.len() as u64;
+        let (mut freed, mut evicted) = (0, 0);
+        let evicting = self.groups.extract_if(|_, group| {
+            let evict = !group.dirty
+                && match group.last_used.cmp(&cut) {
+                    Ordering::Less => true,
+                    Ordering::Equal => at_cut > 0,
+                    Ordering::Greater => false,
+                };
+            if evict && group.last_used == cut {
+                at_cut = at_cut.saturating_sub(group.memory);
+            }
+            evict
+        });
+        for (_, group) in evicting {
+            freed += group.memory;
+            evicted += 1;
+            self.whole &= group.rows.is_empty();
+        }
+        self.stats.evictions += evicted;
+        self.stats.cached_groups -= evicted;
         self.stats.cache_bytes -= freed as u64;
         self.cache.shrink(freed);
     }
