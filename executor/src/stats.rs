@@ -76,6 +76,8 @@ pub struct EngineStats {
     pub store: eddy_storage::StoreStats,
     /// The node's state cache: its limit, what it holds, and its lookups.
     pub state_cache: crate::state_table::StateCacheStats,
+    /// Sources held back while the store's write buffer was over its bound.
+    pub write_buffer_hold: crate::engine::WriteBufferHoldStats,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -36,6 +36,10 @@ struct Args {
     /// memory; less lowers the server's footprint).
     #[arg(long, env = "EDDY_STORE_CACHE_MIB", default_value_t = eddy_storage::fjall_store::DEFAULT_CACHE_MIB)]
     store_cache_mib: u64,
+    /// Memory for writes the store has not yet written to table files, in MiB: past it,
+    /// sources wait for the store's flushes to catch up (statements do not). 0: no bound.
+    #[arg(long, env = "EDDY_STORE_WRITE_BUFFER_MIB", default_value_t = eddy_executor::engine::DEFAULT_WRITE_BUFFER_MIB)]
+    store_write_buffer_mib: u64,
     /// Create (unless present) a Nexmark `bid` source and a live `hot_auctions` view.
     #[arg(long, env = "EDDY_DEMO")]
     demo: bool,
@@ -138,6 +142,25 @@ fn main() -> anyhow::Result<()> {
         .block_on(async { tokio::spawn(serve()).await? })
 }
 
+/// The bound on the store's write buffer: 0 for none, else at least what the store's active
+/// memtables hold before they are flushed.
+fn store_write_buffer_bytes(mib: u64) -> u64 {
+    let floor = eddy_storage::fjall_store::MIN_WRITE_BUFFER_BYTES;
+    match mib << 20 {
+        0 => 0,
+        bytes if bytes < floor => {
+            tracing::warn!(
+                asked_mib = mib,
+                used_mib = floor >> 20,
+                "--store-write-buffer-mib is below what the store's memtables hold before they \
+                 are flushed; using the least that works"
+            );
+            floor
+        }
+        bytes => bytes,
+    }
+}
+
 async fn serve() -> anyhow::Result<()> {
     let args = Args::parse();
     init_logging(args.log_format);
@@ -163,6 +186,7 @@ async fn serve() -> anyhow::Result<()> {
         |n| n as usize,
     ));
     engine.set_state_cache((args.state_cache_mib.max(0.0) * 1048576.0) as usize);
+    engine.set_store_write_buffer_limit(store_write_buffer_bytes(args.store_write_buffer_mib));
     engine.set_subscribe_limits(args.subscribe_buffer, args.subscribe_history);
     let db = eddy_server::context::open_database(store, engine.clone())
         .await

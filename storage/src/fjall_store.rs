@@ -86,12 +86,21 @@ impl Opened {
 }
 
 /// Memtable size per keyspace: what is written much gets room to batch its flushes.
-fn memtable_bytes(space: Space) -> u64 {
+const fn memtable_bytes(space: Space) -> u64 {
     match space {
         Space::Rows | Space::State => 32 << 20,
         Space::Catalog | Space::Logs => 8 << 20,
     }
 }
+
+/// The least write buffer a bound on it may ask for: the active memtables are written to table
+/// files only once full, so a bound below what they hold together would wait for a flush that
+/// never comes (twice that, so that sources are not held at every epoch).
+pub const MIN_WRITE_BUFFER_BYTES: u64 = 2
+    * (memtable_bytes(Space::Catalog)
+        + memtable_bytes(Space::Logs)
+        + memtable_bytes(Space::Rows)
+        + memtable_bytes(Space::State));
 
 /// Tables level 0 collects before they are merged into level 1 (fjall keeps the value a
 /// keyspace was created with). View rows and operator state arrive in random key order, so
@@ -389,6 +398,11 @@ impl Store for FjallStore {
         let open = self.opened()?;
         let snapshot = open.db.snapshot();
         Ok(Snapshot::committed(SnapshotInner::Fjall { open, snapshot }))
+    }
+
+    fn write_buffer_bytes(&self) -> u64 {
+        let open = self.open.read().unwrap_or_else(|e| e.into_inner());
+        open.as_ref().map_or(0, |open| open.db.write_buffer_size())
     }
 
     fn stats(&self) -> StoreStats {

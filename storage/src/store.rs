@@ -28,6 +28,11 @@ pub trait Store: Send + Sync {
     }
     /// Sizes and health, for metrics and the system tables.
     fn stats(&self) -> StoreStats;
+    /// Bytes written but not yet in table files (memtables, the active and the sealed ones
+    /// waiting to be flushed): cheap to read, for holding writers back while flushes catch up.
+    fn write_buffer_bytes(&self) -> u64 {
+        0
+    }
 
     /// Bytes the store takes on disk (0 for an in-memory store).
     fn size_on_disk(&self) -> u64 {

@@ -1,4 +1,5 @@
-//! Holding back the inputs of a sink whose log passed its bound (`sink.log.max.bytes`).
+//! Holding back inputs: those of a sink whose log passed its bound (`sink.log.max.bytes`), and
+//! every source while the store's write buffer is over its bound.
 //!
 //! The sink's input and everything upstream of it stop taking changes: the engine stops
 //! reading the feeds that reach it (their connectors then block on their bounded channels,
@@ -8,7 +9,10 @@
 //! never moves a watermark.
 
 use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use std::sync::Arc;
 
 use super::{Command, Engine};
 
@@ -25,6 +29,60 @@ pub(super) struct HeldBack {
     /// Statements waiting, in arrival order.
     pub(super) waiting: VecDeque<Command>,
     checked: Option<Instant>,
+    /// The bound on the store's write buffer, and how long sources were held for it.
+    pub(super) write_buffer: Arc<WriteBufferBound>,
+    /// Since when every feed is held because the write buffer is over its bound.
+    write_buffer_full_since: Option<Instant>,
+}
+
+/// The store keeps what it has not yet written to table files in memory (its write buffer),
+/// and flushes on one thread. A heavy view can hand it epochs faster than that thread writes
+/// them out, so past this bound the engine stops reading sources until flushes catch up (the
+/// connectors then block on their bounded channels: a Kafka source stops consuming). Statements
+/// go on: their writes are small, and they must not wait for a view's backlog.
+pub const DEFAULT_WRITE_BUFFER_MIB: u64 = 256;
+
+/// Shared by the engine and its handle: the bound (settable) and what holding cost.
+#[derive(Debug)]
+pub struct WriteBufferBound {
+    limit_bytes: AtomicU64,
+    held_micros: AtomicU64,
+    holding: AtomicBool,
+}
+
+impl Default for WriteBufferBound {
+    fn default() -> Self {
+        Self {
+            limit_bytes: AtomicU64::new(DEFAULT_WRITE_BUFFER_MIB << 20),
+            held_micros: AtomicU64::new(0),
+            holding: AtomicBool::new(false),
+        }
+    }
+}
+
+impl WriteBufferBound {
+    /// Sets the bound in bytes (0: no bound).
+    pub fn set_limit(&self, bytes: u64) {
+        self.limit_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    pub fn stats(&self) -> WriteBufferHoldStats {
+        WriteBufferHoldStats {
+            limit_bytes: self.limit_bytes.load(Ordering::Relaxed),
+            held_seconds: self.held_micros.load(Ordering::Relaxed) as f64 / 1e6,
+            holding: self.holding.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// How sources were held back for the store's write buffer.
+#[derive(Debug, Clone, Default)]
+pub struct WriteBufferHoldStats {
+    pub limit_bytes: u64,
+    /// Time every source was held, in total since the start.
+    pub held_seconds: f64,
+    /// Whether they are held now.
+    pub holding: bool,
 }
 
 impl Engine {
@@ -38,6 +96,46 @@ impl Engine {
         {
             self.update_held_back_now();
         }
+    }
+
+    /// Whether the feed of `name` is not to be read now (a sink's full log downstream, or the
+    /// store's full write buffer).
+    pub(super) fn feed_held(&self, name: &str) -> bool {
+        self.held.write_buffer_full_since.is_some() || self.held.feeds.contains(name)
+    }
+
+    /// Why the feed of `name` is not read, if it is not.
+    pub(super) fn feed_held_reason(&self, name: &str) -> Option<&'static str> {
+        if self.held.feeds.contains(name) {
+            Some("not read: a sink downstream has a full log (see eddy_catalog.sinks)")
+        } else if self.held.write_buffer_full_since.is_some() {
+            Some("not read: the store's write buffer is full, waiting for it to be written to disk")
+        } else {
+            None
+        }
+    }
+
+    /// Measures the store's write buffer against its bound (cheap: at every round of the
+    /// loop); returns whether the feeds are held for it.
+    pub(super) fn update_write_buffer_hold(&mut self) -> bool {
+        let limit = self.held.write_buffer.limit_bytes.load(Ordering::Relaxed);
+        let full = limit > 0 && self.store.write_buffer_bytes() > limit;
+        let bound = &self.held.write_buffer;
+        match (full, self.held.write_buffer_full_since) {
+            (true, None) => {
+                tracing::debug!(limit, "the store's write buffer is full: sources wait");
+                self.held.write_buffer_full_since = Some(Instant::now());
+                bound.holding.store(true, Ordering::Relaxed);
+            }
+            (false, Some(since)) => {
+                let held = since.elapsed().as_micros() as u64;
+                bound.held_micros.fetch_add(held, Ordering::Relaxed);
+                bound.holding.store(false, Ordering::Relaxed);
+                self.held.write_buffer_full_since = None;
+            }
+            _ => {}
+        }
+        full
     }
 
     /// Measures the sinks' logs now (after a commit, which grows them).

@@ -227,6 +227,10 @@ impl Store for PipelinedStore {
         self.inner.stats()
     }
 
+    fn write_buffer_bytes(&self) -> u64 {
+        self.inner.write_buffer_bytes()
+    }
+
     fn size_on_disk(&self) -> u64 {
         self.inner.size_on_disk()
     }

@@ -50,6 +50,7 @@ mod subscriptions;
 mod unrestored;
 mod view_failure;
 
+pub use backpressure::{WriteBufferHoldStats, DEFAULT_WRITE_BUFFER_MIB};
 pub use sinks::SinkMeta;
 pub use sources::StoredDeadLetter;
 pub use view_failure::StateBudget;
@@ -196,6 +197,8 @@ pub struct EngineHandle {
     /// The store's figures are read when asked for, not by the engine: they take locks that
     /// the store's compactions hold for a while.
     store: Arc<dyn Store>,
+    /// The bound on the store's write buffer past which sources wait.
+    write_buffer: Arc<backpressure::WriteBufferBound>,
 }
 
 impl EngineHandle {
@@ -211,6 +214,7 @@ impl EngineHandle {
         let state_cache = engine.state_cache.clone();
         let workers = engine.workers.clone();
         let subscriptions = engine.subscriptions.registry.clone();
+        let write_buffer = engine.held.write_buffer.clone();
         engine.publish_stats();
         // Evaluating an expression as deep as the server's depth limit allows recurses once
         // per level: the default 2 MiB stack is too small for that in a debug build.
@@ -228,7 +232,14 @@ impl EngineHandle {
             workers,
             subscriptions,
             store,
+            write_buffer,
         })
+    }
+
+    /// Sets how much the store may hold in memory, not yet written to table files, before
+    /// sources wait for it (bytes; 0: no bound).
+    pub fn set_store_write_buffer_limit(&self, bytes: u64) {
+        self.write_buffer.set_limit(bytes);
     }
 
     /// Sets what a subscription's client may leave unread before it ends (bytes), and the
@@ -480,6 +491,7 @@ impl EngineHandle {
     pub fn stats(&self) -> EngineStats {
         let mut stats = self.stats.read().unwrap_or_else(|e| e.into_inner()).clone();
         stats.store = self.store.stats();
+        stats.write_buffer_hold = self.write_buffer.stats();
         stats
     }
 }

@@ -13,6 +13,8 @@ const INTERACTIVE: Duration = Duration::from_secs(2);
 /// The most at any time: while an epoch is written the engine goes on with the next, so this
 /// bounds the memory two epochs' writes take.
 const EPOCH_WORK_MAX: Duration = Duration::from_millis(250);
+/// How often the store's write buffer is measured again while it holds the sources back.
+const WRITE_BUFFER_CHECK: Duration = Duration::from_millis(5);
 
 impl Engine {
     pub(super) fn new(store: Arc<dyn Store>, stats: Arc<RwLock<EngineStats>>) -> Result<Self> {
@@ -81,11 +83,15 @@ impl Engine {
         loop {
             // An index build goes on epoch after epoch, a chunk each, with no idle wait.
             let building = self.building_indexes();
+            let write_buffer_full = self.update_write_buffer_hold();
             let wait = if commit_waiting {
                 // The write's completion wakes the loop.
                 Duration::from_millis(200)
             } else if building {
                 Duration::ZERO
+            } else if write_buffer_full {
+                // Flushes free it without telling the loop.
+                WRITE_BUFFER_CHECK
             } else {
                 interval
                     .saturating_sub(last_commit.elapsed())
@@ -98,7 +104,7 @@ impl Engine {
             let feeds: Vec<(String, Receiver<SourceEvent>)> = self
                 .feeds
                 .iter()
-                .filter(|(name, _)| !commit_waiting && !self.held.feeds.contains(*name))
+                .filter(|(name, _)| !commit_waiting && !self.feed_held(name))
                 .map(|(name, feed)| (name.clone(), feed.events.clone()))
                 .collect();
             let mut select = Select::new();

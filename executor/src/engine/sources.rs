@@ -256,7 +256,7 @@ impl Engine {
     pub(super) fn tick_feeds(&mut self) {
         let names: Vec<String> = self.feeds.keys().cloned().collect();
         for name in names {
-            let held = self.held.feeds.contains(&name);
+            let held = self.feed_held(&name);
             let changed = match self.feeds.get_mut(&name) {
                 // A held feed's splits are quiet because Eddy does not read them: not idle.
                 Some(feed) if held => {
@@ -316,14 +316,11 @@ impl Engine {
                     watermark: watermark.map(|w| w.value),
                     idle: progress.idle,
                     finished: feed.finished,
-                    // A feed held back by a full sink log says so (its lag is not refreshed).
-                    last_error: match self.held.feeds.contains(target) {
-                        true => Some(
-                            "not read: a sink downstream has a full log (see eddy_catalog.sinks)"
-                                .into(),
-                        ),
-                        false => feed.last_error.clone(),
-                    },
+                    // A held feed says so (its lag is not refreshed).
+                    last_error: self
+                        .feed_held_reason(target)
+                        .map(String::from)
+                        .or_else(|| feed.last_error.clone()),
                     dead_letters: progress.dead_letters,
                 });
             }

@@ -81,6 +81,8 @@ impl Engine {
             // Read by [`EngineHandle::stats`] when asked for.
             store: Default::default(),
             state_cache: self.state_cache.stats(),
+            // Read by [`EngineHandle::stats`] when asked for.
+            write_buffer_hold: Default::default(),
         }
     }
 }

@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use eddy_executor::{EngineHandle, EngineStats};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
-use prometheus::{GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
+use prometheus::{Counter, GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
 const SPLIT_LABELS: &[&str] = &["source", "target", "split"];
 const JOIN_LABELS: &[&str] = &["view", "join", "side", "input"];
@@ -52,6 +52,8 @@ struct Families {
     committed_epoch: IntGauge,
     store_bytes: IntGauge,
     store_write_buffer_bytes: IntGauge,
+    store_write_buffer_limit: IntGauge,
+    store_write_held: Counter,
     store_cache_bytes: IntGauge,
     store_faults: IntCounter,
     store_recovering: IntGauge,
@@ -229,6 +231,15 @@ impl Families {
                 "eddy_store_write_buffer_bytes",
                 "Bytes of committed writes held in memory (memtables), not yet in table files",
             )?,
+            store_write_buffer_limit: IntGauge::new(
+                "eddy_store_write_buffer_limit_bytes",
+                "The write buffer past which sources wait for the store's flushes \
+                 (--store-write-buffer-mib; 0: no bound)",
+            )?,
+            store_write_held: Counter::new(
+                "eddy_store_write_held_seconds_total",
+                "Time every source waited because the store's write buffer was over its bound",
+            )?,
             store_cache_bytes: IntGauge::new(
                 "eddy_store_cache_bytes",
                 "Bytes in the store's block cache (bounded by --store-cache-mib)",
@@ -282,6 +293,8 @@ impl Families {
             &self.committed_epoch,
             &self.store_bytes,
             &self.store_write_buffer_bytes,
+            &self.store_write_buffer_limit,
+            &self.store_write_held,
             &self.store_cache_bytes,
             &self.store_faults,
             &self.store_recovering,
@@ -420,6 +433,10 @@ impl Families {
         self.store_bytes.set(stats.store.disk_bytes as i64);
         self.store_write_buffer_bytes
             .set(stats.store.write_buffer_bytes as i64);
+        self.store_write_buffer_limit
+            .set(stats.write_buffer_hold.limit_bytes as i64);
+        self.store_write_held
+            .inc_by(stats.write_buffer_hold.held_seconds);
         self.store_cache_bytes.set(stats.store.cache_bytes as i64);
         self.store_faults.inc_by(stats.store.faults);
         self.store_recovering
