@@ -31,7 +31,8 @@ pub(super) struct HeldBack {
     checked: Option<Instant>,
     /// The bound on the store's write buffer, and how long sources were held for it.
     pub(super) write_buffer: Arc<WriteBufferBound>,
-    /// Since when every feed is held because the write buffer is over its bound.
+    /// While every feed is held because the write buffer is over its bound: since when that
+    /// hold was last counted.
     write_buffer_full_since: Option<Instant>,
 }
 
@@ -121,20 +122,20 @@ impl Engine {
         let limit = self.held.write_buffer.limit_bytes.load(Ordering::Relaxed);
         let full = limit > 0 && self.store.write_buffer_bytes() > limit;
         let bound = &self.held.write_buffer;
-        match (full, self.held.write_buffer_full_since) {
-            (true, None) => {
-                tracing::debug!(limit, "the store's write buffer is full: sources wait");
-                self.held.write_buffer_full_since = Some(Instant::now());
-                bound.holding.store(true, Ordering::Relaxed);
-            }
-            (false, Some(since)) => {
-                let held = since.elapsed().as_micros() as u64;
-                bound.held_micros.fetch_add(held, Ordering::Relaxed);
-                bound.holding.store(false, Ordering::Relaxed);
-                self.held.write_buffer_full_since = None;
-            }
-            _ => {}
+        if let Some(since) = self.held.write_buffer_full_since.take() {
+            // Counted as it goes, so that /metrics shows a hold still under way.
+            bound
+                .held_micros
+                .fetch_add(since.elapsed().as_micros() as u64, Ordering::Relaxed);
         }
+        if full != bound.holding.swap(full, Ordering::Relaxed) {
+            tracing::debug!(
+                full,
+                limit,
+                "the store's write buffer: sources wait while full"
+            );
+        }
+        self.held.write_buffer_full_since = full.then(Instant::now);
         full
     }
 
