@@ -348,7 +348,7 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
             .map(|input| self.build(input))
             .collect::<Result<Vec<_>>>()?;
         let operator = match route_keys(&node.kind) {
-            Some(_) if self.instances > 1 && windowed_aggregate(&node.kind).is_some() => {
+            Some(_) if self.instances > 1 && two_phase_aggregate(&node.kind).is_some() => {
                 self.two_phase_aggregate(node)?
             }
             Some(keys) if self.instances > 1 => {
@@ -375,20 +375,25 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
         Ok(index)
     }
 
-    /// A windowed aggregate on workers in two phases: each chunk aggregated on its own, then
-    /// routed by group to the instances, which merge the partial states.
+    /// An aggregate on workers in two phases: each chunk aggregated on its own, then routed
+    /// by group to the instances, which merge the partial states.
     fn two_phase_aggregate(&mut self, node: &StreamNode) -> Result<Box<dyn Operator>> {
-        let plan = windowed_aggregate(&node.kind).expect("checked by the caller");
+        let plan = two_phase_aggregate(&node.kind).expect("checked by the caller");
+        let windowed = WindowedAggregateOperator::supports(plan);
+        let partial_schema = AggregateOperator::partial_schema(plan)?;
         let mut instances: Vec<Box<dyn Operator>> = Vec::with_capacity(self.instances);
-        let mut partial_schema = None;
         for _ in 0..self.instances {
             let table = self.state_id()?;
-            let operator =
-                WindowedAggregateOperator::new(plan.clone(), table, self.state)?.merging_partials();
-            partial_schema = Some(operator.partial_schema());
-            instances.push(Box::new(operator));
+            instances.push(match windowed {
+                true => Box::new(
+                    WindowedAggregateOperator::new(plan.clone(), table, self.state)?
+                        .merging_partials(),
+                ),
+                false => Box::new(
+                    AggregateOperator::new(plan.clone(), table, self.state)?.merging_partials(),
+                ),
+            });
         }
-        let partial_schema = partial_schema.expect("at least one instance");
         let keys = (0..plan.group_len())
             .map(|i| {
                 let name = partial_schema.field(i).name();
@@ -516,11 +521,14 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
     }
 }
 
-/// The plan of a windowed aggregate that runs vectorized (and so in two phases on workers).
-fn windowed_aggregate(kind: &NodeKind) -> Option<&eddy_planner::AggregatePlan> {
+/// The plan of an aggregate that runs in two phases on workers: a windowed one that runs
+/// vectorized, or a GROUP BY over an append-only input whose aggregates merge.
+fn two_phase_aggregate(kind: &NodeKind) -> Option<&eddy_planner::AggregatePlan> {
     match kind {
         NodeKind::Aggregate(plan)
-            if plan.session.is_none() && WindowedAggregateOperator::supports(plan) =>
+            if plan.session.is_none()
+                && (WindowedAggregateOperator::supports(plan)
+                    || AggregateOperator::supports_two_phases(plan)) =>
         {
             Some(plan)
         }

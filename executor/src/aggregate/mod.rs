@@ -13,6 +13,7 @@
 mod accumulators;
 mod distinct;
 mod grouping;
+mod merge;
 mod min_max;
 mod partial;
 mod session;
@@ -87,6 +88,8 @@ pub struct AggregateOperator {
     windows: BTreeMap<i64, HashSet<Vec<u8>>>,
     /// Groups that have a row even when empty (a global aggregate's, an empty grouping set's).
     permanent: HashSet<Vec<u8>>,
+    /// Whether chunks are partial aggregates to merge (the second of two phases, see `merge`).
+    merges_partials: bool,
 }
 
 /// The auxiliary key of a group in the index by window end.
@@ -124,6 +127,7 @@ impl AggregateOperator {
             dirty: HashSet::new(),
             windows: BTreeMap::new(),
             permanent: HashSet::new(),
+            merges_partials: false,
         };
         if operator.table.is_legacy() {
             operator.upgrade()?;
@@ -197,6 +201,19 @@ impl AggregateOperator {
         let (index, add) = (bound.group_index(), bound.end_offset());
         let micros = to_micros(&group_columns[index])?;
         Ok(Some(micros.iter().map(|v| v.map(|v| v + add)).collect()))
+    }
+
+    /// Starts group `key` (cached by `load`) unless it has rows: in its window's index too.
+    fn ensure_group(&mut self, key: &[u8], window_end: Option<i64>) -> Result<()> {
+        if self.table.group(key).is_none_or(|g| g.is_empty()) {
+            if let Some(end) = window_end {
+                self.windows.entry(end).or_default().insert(key.to_vec());
+                self.table.write_aux(window_key(end, key), Some(Vec::new()));
+            }
+            let group = self.new_group(window_end)?;
+            self.table.insert(key, ROW, group)?;
+        }
+        Ok(())
     }
 
     /// Builds output rows from `(group key, op, aggregate values)`.
@@ -326,6 +343,9 @@ impl Operator for AggregateOperator {
     }
 
     fn process_chunk(&mut self, chunk: StreamChunk, _out: &mut Vec<Message>) -> Result<()> {
+        if self.merges_partials {
+            return self.merge_partials(chunk);
+        }
         let (chunk, group_columns) = grouped_rows(&self.plan, chunk)?;
         let inputs = AggregateInputs::evaluate(&self.plan, &chunk.batch)?;
         let window_ends = self.window_ends(&group_columns)?;
@@ -355,15 +375,7 @@ impl Operator for AggregateOperator {
         self.load(order.iter().copied())?;
         for key in order {
             let (inserts, retracts, first_row) = &by_group[key];
-            if self.table.group(key).is_none_or(|g| g.is_empty()) {
-                let window_end = window_ends.as_ref().and_then(|ends| ends[*first_row]);
-                if let Some(end) = window_end {
-                    self.windows.entry(end).or_default().insert(key.to_vec());
-                    self.table.write_aux(window_key(end, key), Some(Vec::new()));
-                }
-                let group = self.new_group(window_end)?;
-                self.table.insert(key, ROW, group)?;
-            }
+            self.ensure_group(key, window_ends.as_ref().and_then(|ends| ends[*first_row]))?;
             let updated = self.table.modify(key, ROW, |group| -> Result<()> {
                 for (index, accumulator) in group.accumulators.iter_mut().enumerate() {
                     if let Some(args) = inputs.take(index, inserts)? {

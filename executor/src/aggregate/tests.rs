@@ -96,7 +96,7 @@ fn plan(input_append_only: bool) -> AggregatePlan {
 }
 
 /// Runs a barrier and renders what the operator emitted as `op k s m` lines.
-fn barrier(operator: &mut AggregateOperator, store: &dyn Store, epoch: u64) -> Vec<String> {
+fn barrier(operator: &mut dyn Operator, store: &dyn Store, epoch: u64) -> Vec<String> {
     let mut batch = EpochBatch::default();
     let mut out = Vec::new();
     operator
@@ -342,4 +342,60 @@ fn rollup_counts_each_row_once_per_set_and_keeps_the_total() {
             "UpdateInsert NULL 1 10"
         ]
     );
+}
+
+/// On workers in two phases (each chunk aggregated on its own, the partial states merged by
+/// three instances behind an exchange): the same changes at every barrier as the operator
+/// taking rows, a hot key taking half of them, across a restart of both.
+#[test]
+fn two_phases_behind_an_exchange_agree_with_one() {
+    use super::PartialAggregateOperator;
+    use crate::exchange::ExchangeOperator;
+    assert!(AggregateOperator::supports_two_phases(&plan(true)));
+    assert!(!AggregateOperator::supports_two_phases(&plan(false)));
+    let (whole, parts) = (state(), state());
+    let one = || AggregateOperator::new(plan(true), 100, &whole).unwrap();
+    let phased = || {
+        let instances: Vec<Box<dyn Operator>> = (0..3)
+            .map(|i| {
+                let op = AggregateOperator::new(plan(true), 200 + i, &parts).unwrap();
+                Box::new(op.merging_partials()) as Box<dyn Operator>
+            })
+            .collect();
+        let schema = AggregateOperator::partial_schema(&plan(true)).unwrap();
+        let keys: Vec<Arc<dyn PhysicalExpr>> = vec![Arc::new(Column::new("k", 0))];
+        let workers = Arc::new(crate::workers::Workers::new(2));
+        ExchangeOperator::new(instances, vec![keys], workers)
+            .with_local(Box::new(PartialAggregateOperator::new(plan(true), schema)))
+    };
+    let mut single: Box<dyn Operator> = Box::new(one());
+    let mut split: Box<dyn Operator> = Box::new(phased());
+    let mut out = Vec::new();
+    for round in 0..6i64 {
+        for part in 0..3i64 {
+            let text: String = (0..1_000i64)
+                .map(|i| {
+                    let k = if i % 2 == 0 {
+                        0
+                    } else {
+                        (i * 7 + round + part) % 300
+                    };
+                    format!("+ {k} {}\n", (i * 31 + round) % 1_000 - 500)
+                })
+                .collect();
+            single.process_chunk(chunk(&text), &mut out).unwrap();
+            split.process_chunk(chunk(&text), &mut out).unwrap();
+        }
+        assert!(out.is_empty(), "an aggregate emits at barriers");
+        let mut a = barrier(single.as_mut(), whole.store.as_ref(), round as u64 + 1);
+        let mut b = barrier(split.as_mut(), parts.store.as_ref(), round as u64 + 1);
+        a.sort();
+        b.sort();
+        assert!(!a.is_empty());
+        assert_eq!(a, b, "barrier of round {round}");
+        if round == 2 {
+            single = Box::new(one());
+            split = Box::new(phased());
+        }
+    }
 }

@@ -18,7 +18,7 @@ use datafusion::arrow::array::{
     new_empty_array, Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array,
 };
 use datafusion::arrow::compute::{cast, concat, take};
-use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_plan::aggregates::group_values::{new_group_values, GroupValues};
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
@@ -85,20 +85,8 @@ impl WindowedAggregateOperator {
     /// Builds the operator over its state table: reads the index of open windows, not
     /// their groups.
     pub fn new(plan: AggregatePlan, table: TableId, state: &StateContext) -> Result<Self> {
-        let mut fields: Vec<Field> = plan.schema.fields()[..plan.group_len()]
-            .iter()
-            .map(|f| f.as_ref().clone().with_nullable(true))
-            .collect();
-        for (i, agg) in plan.aggregates.iter().enumerate() {
-            for (j, field) in agg.state_fields()?.iter().enumerate() {
-                fields.push(Field::new(
-                    format!("a{i}_{j}"),
-                    field.data_type().clone(),
-                    true,
-                ));
-            }
-        }
-        let page_schema = Arc::new(Schema::new(fields));
+        // A page holds rows in the partial aggregate's layout.
+        let page_schema = super::AggregateOperator::partial_schema(&plan)?;
         let mut operator = Self {
             page_codec: RowCodec::new(page_schema.clone())?,
             page_schema,
