@@ -16,10 +16,18 @@ use eddy_planner::AggregatePlan;
 use super::{internal, AggregateOperator, ROW};
 use crate::{Result, StreamChunk};
 
+/// Functions whose vectorized (first-phase) state is the state their row accumulator merges.
+/// Not every function's is: `approx_distinct`'s vectorized sketch starts sparse, and its row
+/// accumulator reads only the dense form.
+const MERGEABLE: &[&str] = &[
+    "count", "sum", "min", "max", "avg", "mean", "bool_and", "bool_or", "bit_and", "bit_or",
+];
+
 impl AggregateOperator {
     /// Whether the aggregate can run in two phases: an append-only input, one grouping set
     /// with GROUP BY columns, and aggregates whose partial states merge (no DISTINCT, no
-    /// ORDER BY, a vectorized form for the first phase).
+    /// ORDER BY, a vectorized form for the first phase whose state the row accumulator here
+    /// reads: [`MERGEABLE`]).
     pub fn supports_two_phases(plan: &AggregatePlan) -> bool {
         plan.input_append_only
             && plan.session.is_none()
@@ -29,6 +37,7 @@ impl AggregateOperator {
                 !agg.is_distinct()
                     && agg.order_bys().is_empty()
                     && agg.groups_accumulator_supported()
+                    && MERGEABLE.contains(&agg.fun().name().to_lowercase().as_str())
             })
     }
 
