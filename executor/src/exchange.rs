@@ -15,9 +15,10 @@
 //!   starts; an update whose two halves go apart becomes a delete and an insert.
 //! - **Watermarks.** Every instance gets every watermark; a clock's merged watermark is the
 //!   lowest any instance has emitted, sent once it rises, after the instances' rows.
-//! - **Two phases.** A windowed aggregate's chunk is first aggregated on its own (one row per
-//!   group with partial states, [`crate::aggregate::PartialAggregateOperator`]); the instances
-//!   merge those, so a hot key or a HOP window's copies cross the exchange once per chunk.
+//! - **Two phases.** An aggregate's chunk (a windowed one's, or a GROUP BY's over an
+//!   append-only input) is first aggregated on its own (one row per group with partial states,
+//!   [`crate::aggregate::PartialAggregateOperator`]); the instances merge those, so a hot key
+//!   or a HOP window's copies cross the exchange once per chunk.
 //! - **Barriers.** Each instance writes its state into a batch of its own, appended to the
 //!   epoch's in instance order: one atomic commit still.
 
