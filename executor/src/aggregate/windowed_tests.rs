@@ -171,6 +171,25 @@ fn is_chosen_only_for_windowed_append_only_groups() {
     let mut unwindowed = plan(false);
     unwindowed.window = None;
     assert!(!WindowedAggregateOperator::supports(&unwindowed));
+    // An exact (decimal) average stays on the general operator, whose state such views keep;
+    // a float average does not.
+    for (data_type, vectorized) in [
+        (DataType::Decimal128(20, 2), false),
+        (DataType::Float64, true),
+    ] {
+        let schema = Arc::new(Schema::new(vec![Field::new("d", data_type, true)]));
+        let avg = AggregateExprBuilder::new(
+            datafusion::functions_aggregate::average::avg_udaf(),
+            vec![Arc::new(Column::new("d", 0))],
+        )
+        .schema(schema)
+        .alias("a")
+        .build()
+        .unwrap();
+        let mut averaging = plan(false);
+        averaging.aggregates[1] = Arc::new(avg);
+        assert_eq!(WindowedAggregateOperator::supports(&averaging), vectorized);
+    }
 }
 
 #[test]
