@@ -32,7 +32,7 @@ pub const DEFAULT_CACHE_MIB: u64 = 64;
 /// The folder of the fjall database, in the data directory.
 pub const STORE_FOLDER: &str = "store";
 /// The journal is replayed at start: its bound is the bound on replay time.
-const MAX_JOURNAL_BYTES: u64 = 128 << 20;
+const MAX_JOURNAL_BYTES: u64 = 64 << 20;
 /// The key under which each commit records its sequence number.
 const COMMIT_SEQ: &str = "store.commit_seq";
 /// How long a reopen waits for queries still reading the old database to let it go.
