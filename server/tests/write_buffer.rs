@@ -117,6 +117,15 @@ async fn sources_wait_for_a_full_write_buffer_and_statements_do_not() {
         reasons.iter().any(|r| r.contains("write buffer is full")),
         "source_progress says {reasons:?}"
     );
+    assert_eq!(
+        text(
+            &db,
+            "SELECT sources_held::TEXT || ' ' || write_buffer_bytes || ' ' \
+             || write_buffer_limit_bytes FROM eddy_catalog.store"
+        )
+        .await,
+        vec![format!("true {} {}", 65 << 20, 64 << 20)]
+    );
     let held = engine.stats().write_buffer_hold;
     assert!(held.holding);
     assert!(

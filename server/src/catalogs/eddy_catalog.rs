@@ -30,6 +30,7 @@ const TABLES: &[&str] = &[
     "source_progress",
     "sources",
     "state_tables",
+    "store",
     "subscriptions",
     "tables",
     "view_errors",
@@ -391,6 +392,33 @@ impl SystemSchema {
             ("views", Arc::new(views.finish())),
         ])
     }
+
+    /// One row: the store's sizes, its write buffer against the bound that holds sources back,
+    /// and its health (the figures `/metrics` has, for a client without Prometheus).
+    fn store_table(&self) -> Result<RecordBatch> {
+        let stats = self.engine.stats();
+        let (store, hold) = (&stats.store, &stats.write_buffer_hold);
+        let int = |v: u64| ints(std::iter::once(Some(v as i64)));
+        batch(vec![
+            ("size_bytes", int(store.disk_bytes)),
+            ("write_buffer_bytes", int(store.write_buffer_bytes)),
+            ("write_buffer_limit_bytes", int(hold.limit_bytes)),
+            (
+                "sources_held",
+                Arc::new(BooleanArray::from(vec![hold.holding])),
+            ),
+            (
+                "sources_held_seconds",
+                Arc::new(Float64Array::from(vec![hold.held_seconds])),
+            ),
+            ("cache_bytes", int(store.cache_bytes)),
+            ("write_faults", int(store.faults)),
+            (
+                "fault",
+                nullable_strings(std::iter::once(store.fault.clone())),
+            ),
+        ])
+    }
 }
 
 /// One row: how long this server's start took to bring its data back (no row before the
@@ -488,6 +516,7 @@ impl SchemaProvider for SystemSchema {
             "source_progress" => self.source_progress()?,
             "source_errors" => self.source_errors()?,
             "restore" => restore_table()?,
+            "store" => self.store_table()?,
             "view_errors" => self.view_errors()?,
             "sinks" => crate::catalogs::sink_tables::sinks(&self.engine)?,
             "sink_errors" => crate::catalogs::sink_tables::sink_errors(&self.store)?,
