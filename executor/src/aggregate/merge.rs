@@ -71,27 +71,22 @@ impl AggregateOperator {
     /// Merges a chunk of partial rows (one per group) into the groups.
     pub(super) fn merge_partials(&mut self, chunk: StreamChunk) -> Result<()> {
         let columns = chunk.visible_columns();
-        let group_len = self.plan.group_len();
-        let mut states: Vec<&[ArrayRef]> = Vec::with_capacity(self.plan.aggregates.len());
-        let mut at = group_len;
-        for agg in &self.plan.aggregates {
-            let width = agg.state_fields()?.len();
-            states.push(&columns[at..at + width]);
-            at += width;
-        }
-        let group_columns = &columns[..group_len];
+        let states = partial_states(&self.plan, columns)?;
+        let group_columns = &columns[..self.plan.group_len()];
         let window_ends = self.window_ends(group_columns)?;
         let keys = self.key_codec.encode(group_columns, chunk.len())?;
         let keys: Vec<&[u8]> = (0..chunk.len()).map(|i| keys.row(i).data()).collect();
         self.table.begin_chunk();
         self.load(keys.iter().copied())?;
+        let mut row_state: Vec<ArrayRef> = Vec::new();
         for (row, key) in keys.into_iter().enumerate() {
             let window_end = window_ends.as_ref().and_then(|ends| ends[row]);
             self.ensure_group(key, window_end)?;
             let merged = self.table.modify(key, ROW, |group| -> Result<()> {
                 for (accumulator, state) in group.accumulators.iter_mut().zip(&states) {
-                    let state: Vec<ArrayRef> = state.iter().map(|c| c.slice(row, 1)).collect();
-                    accumulator.merge_batch(&state)?;
+                    row_state.clear();
+                    row_state.extend(state.iter().map(|c| c.slice(row, 1)));
+                    accumulator.merge_batch(&row_state)?;
                 }
                 group.row_count += 1;
                 Ok(())
@@ -101,4 +96,20 @@ impl AggregateOperator {
         }
         Ok(())
     }
+}
+
+/// Each aggregate's state columns in a chunk of partial rows (laid out as
+/// [`AggregateOperator::partial_schema`] says).
+pub(super) fn partial_states<'a>(
+    plan: &AggregatePlan,
+    columns: &'a [ArrayRef],
+) -> Result<Vec<&'a [ArrayRef]>> {
+    let mut states = Vec::with_capacity(plan.aggregates.len());
+    let mut at = plan.group_len();
+    for agg in &plan.aggregates {
+        let width = agg.state_fields()?.len();
+        states.push(&columns[at..at + width]);
+        at += width;
+    }
+    Ok(states)
 }

@@ -127,13 +127,10 @@ impl WindowedAggregateOperator {
             return Ok((group_columns, inputs));
         }
         let columns = chunk.visible_columns();
-        let mut at = self.plan.group_len();
-        let mut arguments = Vec::with_capacity(self.plan.aggregates.len());
-        for agg in &self.plan.aggregates {
-            let width = agg.state_fields()?.len();
-            arguments.push(columns[at..at + width].to_vec());
-            at += width;
-        }
+        let arguments: Vec<Vec<ArrayRef>> = super::merge::partial_states(&self.plan, columns)?
+            .into_iter()
+            .map(<[ArrayRef]>::to_vec)
+            .collect();
         let filters = vec![None; arguments.len()];
         let group_columns = columns[..self.plan.group_len()].to_vec();
         Ok((group_columns, AggregateInputs { arguments, filters }))
