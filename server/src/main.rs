@@ -146,7 +146,7 @@ fn main() -> anyhow::Result<()> {
 /// memtables hold before they are flushed.
 fn store_write_buffer_bytes(mib: u64) -> u64 {
     let floor = eddy_storage::fjall_store::MIN_WRITE_BUFFER_BYTES;
-    match mib << 20 {
+    match mib.saturating_mul(1 << 20) {
         0 => 0,
         bytes if bytes < floor => {
             tracing::warn!(
@@ -171,7 +171,7 @@ async fn serve() -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data directory {}", args.data_dir.display()))?;
     let store: Arc<dyn Store> = Arc::new(
-        FjallStore::open_with_cache(&args.data_dir, args.store_cache_mib << 20)
+        FjallStore::open_with_cache(&args.data_dir, args.store_cache_mib.saturating_mul(1 << 20))
             .with_context(|| format!("cannot open the store in {}", args.data_dir.display()))?,
     );
     let open_store = opening.elapsed();
@@ -346,5 +346,22 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = ctrl_c.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::store_write_buffer_bytes;
+    use eddy_storage::fjall_store::MIN_WRITE_BUFFER_BYTES;
+
+    /// 0 turns the bound off, too small a bound is raised to the least that works, and a huge
+    /// one saturates rather than wrapping to a small number.
+    #[test]
+    fn the_write_buffer_bound_is_off_raised_or_saturated() {
+        assert_eq!(store_write_buffer_bytes(0), 0);
+        assert_eq!(store_write_buffer_bytes(1), MIN_WRITE_BUFFER_BYTES);
+        assert_eq!(store_write_buffer_bytes(1024), 1 << 30);
+        assert_eq!(store_write_buffer_bytes(u64::MAX), u64::MAX);
+        assert_eq!(store_write_buffer_bytes(1 << 44), u64::MAX);
     }
 }
