@@ -3,7 +3,7 @@
 join query over the person, auction and bid JSON-lines files that `eddy-bench nexmark-files`
 writes, so that Flink and Eddy read the very same events.
 
-    flink_nexmark.py DIR --query q3|q4|q7|q8|q9|q20 [-p 1] [--sink blackhole|count]
+    flink_nexmark.py DIR --query q3|q4|q5|q7|q8|q9|q18|q19|q20 [-p 1] [--sink blackhole|count]
 
 Prints one line `FLINK_RESULT {json}`: the job's wall time (after the mini-cluster is up and a
 warm-up job has run), the CPU-seconds of the whole process tree (Python driver and JVM) during
@@ -50,6 +50,17 @@ QUERIES = {
            "WHERE A.id = B.auction AND B.date_time BETWEEN A.date_time AND A.expires "
            "GROUP BY A.id, A.category) Q GROUP BY Q.category",
            ["bid", "auction"], "category BIGINT, avg_final BIGINT"),
+    "q5": ("SELECT AuctionBids.auction, AuctionBids.num FROM ("
+           "SELECT auction, count(*) AS num, window_start AS starttime "
+           "FROM TABLE(HOP(TABLE bid, DESCRIPTOR(date_time), INTERVAL '2' SECOND, INTERVAL '10' SECOND)) "
+           "GROUP BY window_start, window_end, auction) AS AuctionBids JOIN ("
+           "SELECT max(CountBids.num) AS maxn, CountBids.starttime_c FROM ("
+           "SELECT count(*) AS num, window_start AS starttime_c "
+           "FROM TABLE(HOP(TABLE bid, DESCRIPTOR(date_time), INTERVAL '2' SECOND, INTERVAL '10' SECOND)) "
+           "GROUP BY auction, window_start, window_end) AS CountBids "
+           "GROUP BY CountBids.starttime_c) AS MaxBids "
+           "ON AuctionBids.starttime = MaxBids.starttime_c AND AuctionBids.num >= MaxBids.maxn",
+           ["bid"], "auction BIGINT, num BIGINT"),
     "q7": ("SELECT B.auction, B.price, B.bidder, B.date_time FROM bid B JOIN ("
            "SELECT MAX(price) AS maxprice, window_end AS date_time "
            "FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(date_time), INTERVAL '10' SECOND)) "
@@ -65,6 +76,16 @@ QUERIES = {
            "GROUP BY seller, window_start, window_end) A "
            "ON P.id = A.seller AND P.starttime = A.starttime AND P.endtime = A.endtime",
            ["person", "auction"], "id BIGINT, name STRING, starttime TIMESTAMP(3)"),
+    "q18": ("SELECT auction, bidder, price, channel, url, date_time, extra FROM ("
+            "SELECT *, ROW_NUMBER() OVER (PARTITION BY bidder, auction ORDER BY date_time DESC) "
+            "AS rank_number FROM bid) WHERE rank_number <= 1",
+            ["bid"], "auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING, "
+            "date_time TIMESTAMP_LTZ(3), extra STRING"),
+    "q19": ("SELECT auction, bidder, price, channel, url, date_time, extra, rank_number FROM ("
+            "SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) "
+            "AS rank_number FROM bid) WHERE rank_number <= 10",
+            ["bid"], "auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING, "
+            "date_time TIMESTAMP_LTZ(3), extra STRING, rank_number BIGINT"),
     "q9": ("SELECT id, item_name, description, initial_bid, reserve, date_time, expires, seller, "
            "category, auction, bidder, price, bid_date_time FROM ("
            "SELECT A.id, A.item_name, A.description, A.initial_bid, A.reserve, A.date_time, "

@@ -4,15 +4,23 @@
 //! rows) and a per-auction aggregate (operator state) until the data directory holds about
 //! that much; then eddy is killed (`kill -9`) and restarted. Reported: exec to accepting
 //! connections, then until every view is caught up (FLUSH returned and each view answers with
-//! every event counted once), the bytes the restarted process read (`/proc/<pid>/io`), and
-//! the restore phases eddy itself reports in `eddy_catalog.restore`.
+//! every event counted once), the resident memory at both points, the bytes the restarted
+//! process read (`/proc/<pid>/io`), and the restore phases eddy itself reports in
+//! `eddy_catalog.restore`.
+//!
+//! The store's bytes per event fall as the directory grows (the journal's share shrinks and
+//! compaction drops more overwritten versions), so the events for each size are estimated from
+//! the largest run so far, and a run ending below 80% of its target is run again, scaled up.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use clap::Args;
 
-use crate::process::{dir_size, flush_until_done, int, BenchEddy, EddyArgs};
+use crate::process::{dir_size, flush_until_done, int, vm_rss_kib, BenchEddy, EddyArgs};
+
+/// A run whose directory ends below this share of its target is run again with more events.
+const LEAST_SHARE_OF_TARGET: f64 = 0.8;
 
 #[derive(Args)]
 pub struct RecoveryArgs {
@@ -51,6 +59,8 @@ struct Recovery {
     ingest: Duration,
     accept: Duration,
     caught_up: Duration,
+    rss_accepting_kib: u64,
+    rss_caught_up_kib: u64,
     read_chars: u64,
     read_from_disk: u64,
     open_store_seconds: f64,
@@ -60,7 +70,7 @@ struct Recovery {
 pub async fn run(args: RecoveryArgs) -> Result<()> {
     let calibration = crash_and_restart(&args.eddy, args.calibration_events).await?;
     // The generator's maximum counts every Nexmark event, 46 in 50 of them bids.
-    let bytes_per_event = calibration.data_bytes as f64 / calibration.events as f64;
+    let mut bytes_per_event = calibration.data_bytes as f64 / calibration.events as f64;
     println!(
         "calibration: {} events, {:.1} MiB on disk, {:.0} bytes per event",
         calibration.events,
@@ -69,25 +79,34 @@ pub async fn run(args: RecoveryArgs) -> Result<()> {
     );
     let mut results = Vec::new();
     for size in &args.sizes_mib {
-        let events = ((size << 20) as f64 / bytes_per_event) as u64;
-        let result = crash_and_restart(&args.eddy, events).await?;
+        let target = (size << 20) as f64;
+        let mut result = crash_and_restart(&args.eddy, (target / bytes_per_event) as u64).await?;
         print(&result);
+        bytes_per_event = result.data_bytes as f64 / result.events as f64;
+        if (result.data_bytes as f64) < LEAST_SHARE_OF_TARGET * target {
+            println!("below {size} MiB: run again with {bytes_per_event:.0} bytes per event");
+            result = crash_and_restart(&args.eddy, (target / bytes_per_event) as u64).await?;
+            print(&result);
+            bytes_per_event = result.data_bytes as f64 / result.events as f64;
+        }
         results.push(result);
     }
     println!();
     println!(
-        "| data directory | logical data | events | exec → accepting | → caught up | bytes read (syscalls / disk) | open store | restore catalog |"
+        "| data directory | logical data | events | exec → accepting | RSS accepting | → caught up | RSS caught up | bytes read (syscalls / disk) | open store | restore catalog |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for r in &results {
         println!(
-            "| {:.0} MiB | {:.0} MiB ({:.2}×) | {} | {:.2} s | {:.2} s | {:.0} MiB / {:.0} MiB | {:.2} s | {:.2} s |",
+            "| {:.0} MiB | {:.0} MiB ({:.2}×) | {} | {:.2} s | {:.0} MiB | {:.2} s | {:.0} MiB | {:.0} MiB / {:.0} MiB | {:.2} s | {:.2} s |",
             mib(r.data_bytes),
             mib(r.logical_bytes),
             r.data_bytes as f64 / r.logical_bytes.max(1) as f64,
             r.events,
             r.accept.as_secs_f64(),
+            r.rss_accepting_kib as f64 / 1024.0,
             r.caught_up.as_secs_f64(),
+            r.rss_caught_up_kib as f64 / 1024.0,
             mib(r.read_chars),
             mib(r.read_from_disk),
             r.open_store_seconds,
@@ -126,6 +145,7 @@ async fn crash_and_restart(args: &EddyArgs, events: u64) -> Result<Recovery> {
     eddy.process.restart().await?;
     let accept = restarting.elapsed();
     let pid = eddy.process.pid().context("eddy is not running")?;
+    let rss_accepting_kib = vm_rss_kib(pid)?;
     let (client, _connection) = eddy.process.connect().await?;
     flush_until_done(&client, Duration::from_secs(3600)).await?;
     let kept = count(&client, "bids_kept").await?;
@@ -136,6 +156,7 @@ async fn crash_and_restart(args: &EddyArgs, events: u64) -> Result<Recovery> {
         0,
     )?;
     let caught_up = restarting.elapsed();
+    let rss_caught_up_kib = vm_rss_kib(pid)?;
     ensure!(
         kept == expected && auctions == expected,
         "after the restart bids_kept has {kept} rows and per_auction counts {auctions} bids; \
@@ -155,6 +176,8 @@ async fn crash_and_restart(args: &EddyArgs, events: u64) -> Result<Recovery> {
         ingest,
         accept,
         caught_up,
+        rss_accepting_kib,
+        rss_caught_up_kib,
         read_chars,
         read_from_disk,
         open_store_seconds: restore.try_get(0)?,
@@ -194,16 +217,18 @@ fn mib(bytes: u64) -> f64 {
 fn print(r: &Recovery) {
     println!(
         "{} events ({:.0} MiB on disk, {:.0} MiB logical, ingested in {:.1} s): kill -9, then \
-         accepting after {:.2} s (store {:.2} s, catalog {:.2} s), caught up after {:.2} s, read \
-         {:.0} MiB ({:.0} MiB from disk)",
+         accepting after {:.2} s at {:.0} MiB RSS (store {:.2} s, catalog {:.2} s), caught up \
+         after {:.2} s at {:.0} MiB, read {:.0} MiB ({:.0} MiB from disk)",
         r.events,
         mib(r.data_bytes),
         mib(r.logical_bytes),
         r.ingest.as_secs_f64(),
         r.accept.as_secs_f64(),
+        r.rss_accepting_kib as f64 / 1024.0,
         r.open_store_seconds,
         r.restore_catalog_seconds,
         r.caught_up.as_secs_f64(),
+        r.rss_caught_up_kib as f64 / 1024.0,
         mib(r.read_chars),
         mib(r.read_from_disk)
     );

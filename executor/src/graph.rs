@@ -40,6 +40,29 @@ struct Node {
     children: Vec<usize>,
 }
 
+/// Which operators keep a view's state, and how: recorded in the view's catalog entry when it
+/// is created, so that a view restored by a later Eddy runs on the operators that wrote its
+/// state, while new views get the newest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StateLayout(pub u32);
+
+impl StateLayout {
+    /// What new views are created with.
+    pub const CURRENT: Self = Self(1);
+
+    /// A windowed aggregate with an exact `avg` (of integers or numerics) runs vectorized
+    /// (before: on the general aggregate, which keeps its state otherwise).
+    pub fn vectorizes_exact_avg(self) -> bool {
+        self.0 >= 1
+    }
+
+    /// A lookup join by other columns than the looked-up table's primary key keeps its index
+    /// of the table in a state table (before: rebuilt in memory at every start).
+    pub fn stores_lookup_index(self) -> bool {
+        self.0 >= 1
+    }
+}
+
 pub struct Graph {
     /// Children before parents; the top node last.
     nodes: Vec<Node>,
@@ -65,6 +88,7 @@ impl Graph {
         plan: &StreamPlan,
         table_ids: &[TableId],
         instances: usize,
+        layout: StateLayout,
         state: &StateContext,
         relations: &dyn Fn(&str) -> Option<StoredRelation>,
     ) -> Result<Self> {
@@ -74,6 +98,7 @@ impl Graph {
             relations,
             state_ids: table_ids.iter().skip(1).copied(),
             instances,
+            layout,
             nodes: Vec::new(),
             inputs: Vec::new(),
         };
@@ -101,19 +126,21 @@ impl Graph {
 
     /// How many table ids a plan needs run as `instances`: the result table and the operators'
     /// state tables (a keyed operator's for each instance).
-    pub fn table_ids_needed(plan: &StreamPlan, instances: usize) -> usize {
-        fn tables(node: &StreamNode, instances: usize) -> usize {
+    pub fn table_ids_needed(plan: &StreamPlan, instances: usize, layout: StateLayout) -> usize {
+        fn tables(node: &StreamNode, instances: usize, layout: StateLayout) -> usize {
+            let per_instance =
+                node.state_tables() + usize::from(stored_lookup_index(&node.kind, layout));
             let own = match route_keys(&node.kind) {
-                Some(_) if instances > 1 => node.state_tables() * instances,
-                _ => node.state_tables(),
+                Some(_) if instances > 1 => per_instance * instances,
+                _ => per_instance,
             };
             own + node
                 .inputs
                 .iter()
-                .map(|n| tables(n, instances))
+                .map(|n| tables(n, instances, layout))
                 .sum::<usize>()
         }
-        1 + tables(&plan.root, instances)
+        1 + tables(&plan.root, instances, layout)
     }
 
     /// The stream key's fields of the view's changelog.
@@ -327,6 +354,7 @@ struct Builder<'a, I> {
     relations: &'a dyn Fn(&str) -> Option<StoredRelation>,
     state_ids: I,
     instances: usize,
+    layout: StateLayout,
     nodes: Vec<Node>,
     inputs: Vec<(String, usize)>,
 }
@@ -348,7 +376,9 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
             .map(|input| self.build(input))
             .collect::<Result<Vec<_>>>()?;
         let operator = match route_keys(&node.kind) {
-            Some(_) if self.instances > 1 && two_phase_aggregate(&node.kind).is_some() => {
+            Some(_)
+                if self.instances > 1 && two_phase_aggregate(&node.kind, self.layout).is_some() =>
+            {
                 self.two_phase_aggregate(node)?
             }
             Some(keys) if self.instances > 1 => {
@@ -378,8 +408,8 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
     /// An aggregate on workers in two phases: each chunk aggregated on its own, then routed
     /// by group to the instances, which merge the partial states.
     fn two_phase_aggregate(&mut self, node: &StreamNode) -> Result<Box<dyn Operator>> {
-        let plan = two_phase_aggregate(&node.kind).expect("checked by the caller");
-        let windowed = WindowedAggregateOperator::supports(plan);
+        let plan = two_phase_aggregate(&node.kind, self.layout).expect("checked by the caller");
+        let windowed = runs_windowed(plan, self.layout);
         let partial_schema = AggregateOperator::partial_schema(plan)?;
         let mut instances: Vec<Box<dyn Operator>> = Vec::with_capacity(self.instances);
         for _ in 0..self.instances {
@@ -442,7 +472,7 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                 let plan = (**aggregate).clone();
                 if plan.session.is_some() {
                     Box::new(SessionAggregateOperator::new(plan, table, self.state)?)
-                } else if WindowedAggregateOperator::supports(&plan) {
+                } else if runs_windowed(&plan, self.layout) {
                     Box::new(WindowedAggregateOperator::new(plan, table, self.state)?)
                 } else {
                     Box::new(AggregateOperator::new(plan, table, self.state)?)
@@ -509,10 +539,15 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                     true => Some(self.state_id()?),
                     false => None,
                 };
+                let index = match stored_lookup_index(&node.kind, self.layout) {
+                    true => Some(self.state_id()?),
+                    false => None,
+                };
                 Box::new(LookupJoinOperator::new(
                     (**lookup).clone(),
                     relation,
                     emitted,
+                    index,
                     node.schema.clone(),
                     self.state,
                 )?)
@@ -523,17 +558,32 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
 
 /// The plan of an aggregate that runs in two phases on workers: a windowed one that runs
 /// vectorized, or a GROUP BY over an append-only input whose aggregates merge.
-fn two_phase_aggregate(kind: &NodeKind) -> Option<&eddy_planner::AggregatePlan> {
+fn two_phase_aggregate(
+    kind: &NodeKind,
+    layout: StateLayout,
+) -> Option<&eddy_planner::AggregatePlan> {
     match kind {
         NodeKind::Aggregate(plan)
             if plan.session.is_none()
-                && (WindowedAggregateOperator::supports(plan)
+                && (runs_windowed(plan, layout)
                     || AggregateOperator::supports_two_phases(plan)) =>
         {
             Some(plan)
         }
         _ => None,
     }
+}
+
+/// Whether an aggregate runs on the vectorized windowed operator (an exact `avg` only in
+/// views created since that operator had one).
+fn runs_windowed(plan: &eddy_planner::AggregatePlan, layout: StateLayout) -> bool {
+    WindowedAggregateOperator::supports(plan)
+        && (layout.vectorizes_exact_avg() || !WindowedAggregateOperator::has_exact_avg(plan))
+}
+
+/// Whether a node is a lookup join keeping its index of the looked-up table in a state table.
+fn stored_lookup_index(kind: &NodeKind, layout: StateLayout) -> bool {
+    matches!(kind, NodeKind::Lookup(lookup) if lookup.by_index) && layout.stores_lookup_index()
 }
 
 /// The keys a node's operator keeps its state by, per input, when it can run as instances

@@ -202,3 +202,90 @@ async fn an_event_time_temporal_join_larger_than_its_cache_answers_like_the_batc
         "both sides evict: waiting buys once joined, versions no buy can need: {evicted:?}"
     );
 }
+
+/// The lookup view's rows as `(id, rate)` from the rates each buy found: buys `1..=200` saw all
+/// of them, later buys none of those deleted before they came. A buy's currency is its id
+/// modulo 120 up to id 400, modulo 100 after.
+fn expected_lookups(
+    rates: &[(i64, i64, bool)],
+    buys: std::ops::RangeInclusive<i64>,
+) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for id in buys {
+        for &(cur, rate, deleted_before_201) in rates {
+            let bought = if id <= 400 { id % 120 } else { id % 100 };
+            if cur == bought && (id <= 200 || !deleted_before_201) {
+                rows.push((id, rate));
+            }
+        }
+    }
+    rows.sort();
+    rows.into_iter()
+        .map(|(id, rate)| vec![id.to_string(), rate.to_string()])
+        .collect()
+}
+
+#[tokio::test]
+async fn a_lookup_joins_index_is_a_state_table_read_as_keys_need_it() {
+    let mut eddy = EddyProcess::start_fresh_with(|config| {
+        config.extra_args = vec!["--state-cache-mib".into(), "0.004".into()];
+    })
+    .await
+    .unwrap();
+    let (client, _driver) = eddy.connect().await.unwrap();
+    // No primary key on the rates: the join indexes them by currency.
+    client
+        .batch_execute(
+            "CREATE TABLE rates (cur INT, rate INT);
+             INSERT INTO rates SELECT n % 100, n FROM generate_series(1, 300) AS t(n);
+             CREATE TABLE buys (id INT, cur INT) APPEND ONLY;
+             CREATE MATERIALIZED VIEW buy_rates AS SELECT b.id, r.rate FROM buys b \
+               JOIN rates FOR SYSTEM_TIME AS OF PROCTIME() r ON b.cur = r.cur;
+             INSERT INTO buys SELECT n, n % 120 FROM generate_series(1, 200) AS t(n);
+             DELETE FROM rates WHERE rate % 7 = 0;
+             INSERT INTO buys SELECT n, n % 120 FROM generate_series(201, 400) AS t(n);
+             FLUSH;",
+        )
+        .await
+        .unwrap();
+    let mut rates: Vec<(i64, i64, bool)> = (1..=300).map(|n| (n % 100, n, n % 7 == 0)).collect();
+    let view = "SELECT id, rate FROM buy_rates ORDER BY id, rate";
+    assert_eq!(
+        text_rows(&client, view).await,
+        expected_lookups(&rates, 1..=400)
+    );
+    let index = "SELECT rows, cached_groups, misses FROM eddy_catalog.state_tables \
+                 WHERE view = 'buy_rates' AND operator = 'lookup join index'";
+    assert_eq!(text_rows(&client, index).await[0][0], "258");
+
+    // A crash: nothing of the index is read back until buys look it up.
+    eddy.restart().await.unwrap();
+    let (client, _driver) = eddy.connect().await.unwrap();
+    assert_eq!(text_rows(&client, index).await, [["258", "0", "0"]]);
+    client
+        .batch_execute(
+            "INSERT INTO rates VALUES (5, 1000);
+             DELETE FROM rates WHERE rate = 106;
+             INSERT INTO buys SELECT n, n % 100 FROM generate_series(401, 500) AS t(n);
+             FLUSH;",
+        )
+        .await
+        .unwrap();
+    rates.retain(|&(_, rate, deleted)| rate != 106 && !deleted);
+    rates.push((5, 1000, false));
+    let mut expected = expected_lookups(
+        &(1..=300)
+            .map(|n| (n % 100, n, n % 7 == 0))
+            .collect::<Vec<_>>(),
+        1..=400,
+    );
+    expected.extend(expected_lookups(&rates, 401..=500));
+    expected.sort_by_key(|r| (r[0].parse::<i64>().unwrap(), r[1].parse::<i64>().unwrap()));
+    assert_eq!(text_rows(&client, view).await, expected);
+    let after = text_rows(&client, index).await;
+    assert_eq!(after[0][0], "258", "{after:?}");
+    assert!(
+        after[0][2] != "0",
+        "the index was not read from the store: {after:?}"
+    );
+}

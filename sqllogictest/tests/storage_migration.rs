@@ -3,7 +3,8 @@
 //! and positions read back, and its views go on from where they were.
 //!
 //! The fixture was written by that release (`tests/fixtures/sled-format-1/README.md` has the
-//! statements).
+//! statements). Views written before Eddy recorded their state layout run on the operators that
+//! wrote their state (`fjall-state-layout-0`), and views created next to them on the newest.
 
 use std::path::Path;
 
@@ -171,4 +172,79 @@ async fn a_view_keyed_by_an_earlier_release_fails_instead_of_answering_wrong() {
     let mut both = rows(&client, "SELECT * FROM both_entries").await;
     both.sort();
     assert_eq!(both, ["10 NULL", "NULL 20"]);
+}
+
+/// The operators keeping each view's state, from `eddy_catalog.state_tables`.
+async fn state_operators(client: &Client) -> Vec<String> {
+    rows(
+        client,
+        "SELECT view, operator FROM eddy_catalog.state_tables ORDER BY view, operator",
+    )
+    .await
+}
+
+#[tokio::test]
+async fn views_stored_before_state_layouts_were_recorded_keep_their_operators() {
+    let (_scratch, mut eddy) = start_on_fixture("fjall-state-layout-0").await;
+    let (client, _driver) = eddy.connect().await.unwrap();
+    // The windowed exact avg stays on the general aggregate whose state it wrote, and the
+    // lookup join builds its index in memory (no state table).
+    assert_eq!(
+        state_operators(&client).await,
+        ["mean_per_minute aggregate"]
+    );
+    client
+        .batch_execute(
+            "CREATE MATERIALIZED VIEW buy_rates_new AS SELECT b.id, r.rate FROM buys b \
+               JOIN rates FOR SYSTEM_TIME AS OF PROCTIME() r ON b.cur = r.cur;
+             CREATE MATERIALIZED VIEW mean_per_minute_new AS
+               SELECT sensor, window_start, count(*) AS n, avg(value) AS mean
+               FROM TUMBLE(readings, ts, INTERVAL '1' MINUTE) GROUP BY sensor, window_start;",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        state_operators(&client).await,
+        [
+            "buy_rates_new lookup join index",
+            "mean_per_minute aggregate",
+            "mean_per_minute_new windowed aggregate"
+        ]
+    );
+    // A reading in the open minute of sensor 1 meets the one stored before; new rates and buys.
+    client
+        .batch_execute(
+            "INSERT INTO readings VALUES (1, 24, '2026-03-01 12:01:40'), (2, 19, '2026-03-01 12:01:30');
+             INSERT INTO rates VALUES ('gbp', 131);
+             INSERT INTO buys VALUES (3, 'gbp'), (4, 'eur');
+             FLUSH;",
+        )
+        .await
+        .unwrap();
+    check_layout_views(&client).await;
+    drop(client);
+    eddy.restart().await.unwrap();
+    let (client, _driver) = eddy.connect().await.unwrap();
+    check_layout_views(&client).await;
+}
+
+/// The fixture's views and their copies made now agree, after the fixture's and new rows.
+async fn check_layout_views(client: &Client) {
+    let means = [
+        "1 2026-03-01 12:00:00 2 20.5000000000000000",
+        "1 2026-03-01 12:01:00 2 23.0000000000000000",
+        "2 2026-03-01 12:00:00 1 18.0000000000000000",
+        "2 2026-03-01 12:01:00 1 19.0000000000000000",
+    ];
+    for view in ["mean_per_minute", "mean_per_minute_new"] {
+        let sql = format!("SELECT * FROM {view} ORDER BY sensor, window_start");
+        assert_eq!(rows(client, &sql).await, means, "{view}");
+    }
+    let buys = [
+        "1 110", "1 111", "2 130", "3 130", "3 131", "4 110", "4 111",
+    ];
+    for view in ["buy_rates", "buy_rates_new"] {
+        let sql = format!("SELECT * FROM {view} ORDER BY id, rate");
+        assert_eq!(rows(client, &sql).await, buys, "{view}");
+    }
 }

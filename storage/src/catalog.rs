@@ -42,6 +42,10 @@ pub struct CatalogEntry {
     /// absent: one, as before Eddy ran views on workers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<u32>,
+    /// Which operators keep a view's state and how (absent: 0, as before Eddy recorded it): a
+    /// view restored later runs on the operators it wrote its state with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_layout: Option<u32>,
     /// A source's message schema (Avro's JSON, a Protobuf descriptor set in hex) as read at
     /// CREATE: a restart decodes with it, not with whatever the schema file holds by then.
     #[serde(default, skip_serializing_if = "Option::is_none")]

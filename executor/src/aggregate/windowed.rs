@@ -79,8 +79,13 @@ impl WindowedAggregateOperator {
                 !agg.is_distinct()
                     && agg.order_bys().is_empty()
                     && agg.groups_accumulator_supported()
-                    && !is_numeric_avg(agg)
             })
+    }
+
+    /// Whether `plan` has an `avg` of integers or numerics (Postgres' exact mean, a decimal):
+    /// views created before it had a vectorized form keep its state in the general operator.
+    pub fn has_exact_avg(plan: &AggregatePlan) -> bool {
+        plan.aggregates.iter().any(|agg| is_exact_avg(agg))
     }
 
     /// Builds the operator over its state table: reads the index of open windows, not
@@ -492,10 +497,8 @@ fn cast_to(
     }
 }
 
-/// `avg` of an integer or numeric (Postgres' exact mean, a decimal). It gained a vectorized form
-/// after windowed views with it were already stored by the general operator, whose state this
-/// one cannot read: it stays there until a view records which operator keeps its state.
-fn is_numeric_avg(agg: &datafusion::physical_expr::aggregate::AggregateFunctionExpr) -> bool {
+/// `avg` of an integer or numeric (Postgres' exact mean, a decimal).
+fn is_exact_avg(agg: &datafusion::physical_expr::aggregate::AggregateFunctionExpr) -> bool {
     agg.fun().name().eq_ignore_ascii_case("avg")
         && matches!(
             agg.field().data_type(),

@@ -9,7 +9,7 @@ use eddy_storage::{CatalogEntry, EpochBatch, ObjectKind, TableId};
 
 use super::{Engine, Restore, ViewRuntime};
 use crate::connector::{Encode, SourceSpec};
-use crate::graph::Graph;
+use crate::graph::{Graph, StateLayout};
 use crate::table::{TableDef, TableRuntime};
 use crate::{ExecError, Message, Result};
 
@@ -136,11 +136,16 @@ impl Engine {
             } => self.restore_index(entry, relation, columns, include)?,
             Restore::View(plan) => {
                 let instances = entry.workers.map_or(1, |w| w as usize);
+                let layout = StateLayout(entry.state_layout.unwrap_or(0));
                 let state = self.state_context();
-                let mut graph =
-                    Graph::build(&plan, &entry.table_ids, instances, &state, &|name| {
-                        self.stored_relation(name)
-                    })?;
+                let mut graph = Graph::build(
+                    &plan,
+                    &entry.table_ids,
+                    instances,
+                    layout,
+                    &state,
+                    &|name| self.stored_relation(name),
+                )?;
                 graph.set_state_budget(self.state_budget.clone());
                 let graph = Some(graph);
                 let readers = self.open_view_readers(&entry.name, &plan, &entry.table_ids)?;
@@ -216,6 +221,7 @@ impl Engine {
             failed: None,
             key_layout: None,
             workers: None,
+            state_layout: None,
             source_schema: None,
             source_key_schema: None,
         };
@@ -283,11 +289,12 @@ impl Engine {
             .filter(|name| self.sources.contains_key(*name))
             .count();
         let instances = self.workers.count();
-        let ids = Graph::table_ids_needed(&plan, instances) + sources_read;
+        let layout = StateLayout::CURRENT;
+        let ids = Graph::table_ids_needed(&plan, instances, layout) + sources_read;
         let first_id = self.counters.next_table_id;
         // The view's rows, its operators' state (in the store's state keyspace), then one id
         // per source reader.
-        let state = 1..Graph::table_ids_needed(&plan, instances) as TableId;
+        let state = 1..Graph::table_ids_needed(&plan, instances, layout) as TableId;
         let table_ids: Vec<TableId> = (0..ids as TableId)
             .map(|i| match state.contains(&i) {
                 true => eddy_storage::keys::state_table_id(first_id + i),
@@ -295,7 +302,7 @@ impl Engine {
             })
             .collect();
         let context = self.state_context();
-        let mut graph = Graph::build(&plan, &table_ids, instances, &context, &|name| {
+        let mut graph = Graph::build(&plan, &table_ids, instances, layout, &context, &|name| {
             self.stored_relation(name)
         })?;
         graph.set_state_budget(self.state_budget.clone());
@@ -334,6 +341,7 @@ impl Engine {
         entry.table_ids = table_ids;
         entry.key_layout = Some(plan.key_layout());
         entry.workers = Some(instances as u32);
+        entry.state_layout = Some(layout.0);
         entry.write(&mut self.epoch_writes)?;
         self.views.insert(
             name,

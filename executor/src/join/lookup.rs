@@ -2,9 +2,11 @@
 //! rows of `t` its key finds now. When the join names `t`'s whole primary key, the one row is
 //! read from `t`'s own stored rows, and changes to `t` in the current epoch (not yet in the
 //! store) are kept until the epoch commits. Otherwise (no primary key: several version rows
-//! per key) the operator indexes `t`'s rows by the join key, built from the store when it
-//! starts and kept up to date by `t`'s changes; each match is an output row. Changes to `t`
-//! emit nothing. Over a left input that retracts, each left row's output rows are kept (a state
+//! per key) the operator indexes `t`'s rows by the join key in a state table of its own,
+//! built from `t`'s stored rows when the view is created and kept up to date by `t`'s changes,
+//! committed with them (so a restart reads it as the keys need it, not the whole table); each
+//! match is an output row. Views created before the index was stored build it in memory at
+//! every start. Changes to `t` emit nothing. Over a left input that retracts, each left row's output rows are kept (a state
 //! table) so that its retraction retracts exactly them. The answer depends on when rows arrive:
 //! a replay joins with the rows of the replay's time.
 
@@ -27,6 +29,21 @@ use crate::{Barrier, Message, Operator, Result, StreamChunk};
 /// The table's rows by join key: join key → row key → row as the plan reads it.
 type Index = HashMap<Box<[u8]>, BTreeMap<Box<[u8]>, Box<[u8]>>>;
 
+/// `by_index`: the looked-up table's rows by join key, and the join key's and right key's
+/// encodings.
+struct JoinKeyIndex {
+    rows: IndexRows,
+    join_key_codec: RowCodec,
+    right_key_codec: RowCodec,
+}
+
+enum IndexRows {
+    /// Rebuilt at every start (views created before the index was stored).
+    Memory(Index),
+    /// A state table: join key → row key → row, cached within the node's bound.
+    Stored(Box<SideState>),
+}
+
 /// Where a looked-up table keeps its rows: its id, key fields and stored columns.
 #[derive(Debug, Clone)]
 pub struct StoredRelation {
@@ -48,8 +65,7 @@ pub struct LookupJoinOperator {
     /// The table's changes of this epoch: key → row as the plan reads it (None: deleted).
     pending: HashMap<Box<[u8]>, Option<Box<[u8]>>>,
     output: PairRows,
-    /// `by_index`: the table's rows by join key, and the join key's and right key's encodings.
-    index: Option<(Index, RowCodec, RowCodec)>,
+    index: Option<JoinKeyIndex>,
     /// A left input that retracts: left row key → (ordinal → the right row it was output
     /// with; empty for a row padded with NULLs), and the left key's encoding.
     emitted: Option<(SideState, RowCodec)>,
@@ -66,10 +82,13 @@ fn row_schema(visible: &Schema, key: &[Field]) -> SchemaRef {
 }
 
 impl LookupJoinOperator {
+    /// `index_table`: where a lookup by other columns than the table's primary key keeps its
+    /// index (None: in memory, rebuilt at every start).
     pub fn new(
         plan: LookupPlan,
         relation: StoredRelation,
         emitted_table: Option<TableId>,
+        index_table: Option<TableId>,
         schema: SchemaRef,
         state: &StateContext,
     ) -> Result<Self> {
@@ -114,28 +133,58 @@ impl LookupJoinOperator {
             emitted,
         };
         if operator.plan.by_index {
-            operator.build_index()?;
+            operator.open_index(index_table, state)?;
         }
         Ok(operator)
     }
 
-    /// Indexes the table's stored rows by the join key.
-    fn build_index(&mut self) -> Result<()> {
-        let types = self
-            .plan
-            .right
+    /// Opens the index by join key: a stored one as it is, a new or in-memory one filled with
+    /// the table's stored rows.
+    fn open_index(&mut self, table: Option<TableId>, state: &StateContext) -> Result<()> {
+        let right = &self.plan.right;
+        let types = right
             .keys
             .iter()
-            .map(|k| k.data_type(&self.plan.right.schema))
+            .map(|k| k.data_type(&right.schema))
             .collect::<Result<Vec<_>, _>>()?;
         let join_key_codec = RowCodec::new(nullable(
             types
-                .into_iter()
+                .iter()
                 .enumerate()
-                .map(|(i, t)| Field::new(format!("k{i}"), t, true)),
+                .map(|(i, t)| Field::new(format!("k{i}"), t.clone(), true)),
         ))?;
-        let right_key_codec = RowCodec::new(nullable(self.plan.right.key_fields.iter().cloned()))?;
-        self.index = Some((Index::new(), join_key_codec, right_key_codec));
+        let right_key_codec = RowCodec::new(nullable(right.key_fields.iter().cloned()))?;
+        let (rows, fill) = match table {
+            Some(table) => {
+                let index = SideState::open(
+                    state,
+                    table,
+                    "lookup join index",
+                    &right.schema,
+                    &right.key_fields,
+                    &types,
+                    None,
+                )?;
+                // Written with the table's rows ever since the view was created: a table
+                // never written has held no row, and starts from the table's rows now.
+                let fill = !index.table.was_stored();
+                (IndexRows::Stored(Box::new(index)), fill)
+            }
+            None => (IndexRows::Memory(Index::new()), true),
+        };
+        self.index = Some(JoinKeyIndex {
+            rows,
+            join_key_codec,
+            right_key_codec,
+        });
+        if fill {
+            self.fill_index()?;
+        }
+        Ok(())
+    }
+
+    /// Indexes the table's stored rows by the join key.
+    fn fill_index(&mut self) -> Result<()> {
         let (keys, rows): (Vec<Box<[u8]>>, Vec<Vec<u8>>) = self
             .store
             .scan_table(self.table)?
@@ -153,7 +202,7 @@ impl LookupJoinOperator {
 
     /// Applies rows of the right side (visible columns, then its key) to the index.
     fn index_rows(&mut self, batch: &RecordBatch, ops: &[crate::Op]) -> Result<()> {
-        let Some((index, join_key_codec, right_key_codec)) = &mut self.index else {
+        let Some(index) = &mut self.index else {
             return Ok(());
         };
         let n = batch.num_rows();
@@ -165,25 +214,41 @@ impl LookupJoinOperator {
             .iter()
             .map(|e| e.evaluate(batch)?.into_array(n))
             .collect::<Result<Vec<_>, _>>()?;
-        let join_keys = join_key_codec.encode(&keys, n)?;
-        let row_keys = right_key_codec.encode(&batch.columns()[width..], n)?;
+        let join_keys = index.join_key_codec.encode(&keys, n)?;
+        let row_keys = index.right_key_codec.encode(&batch.columns()[width..], n)?;
         let rows = self.right_codec.encode(batch.columns(), n)?;
-        for (i, op) in ops.iter().enumerate() {
-            // A NULL join key matches nothing.
-            if keys.iter().any(|k| k.is_null(i)) {
-                continue;
+        // A NULL join key matches nothing.
+        let indexed = (0..n).filter(|&i| keys.iter().all(|k| k.is_valid(i)));
+        match &mut index.rows {
+            IndexRows::Memory(index) => {
+                for i in indexed {
+                    let join_key = join_keys.row(i);
+                    let row_key: Box<[u8]> = row_keys.row(i).as_ref().into();
+                    if ops[i].is_insert() {
+                        index
+                            .entry_ref(join_key.as_ref())
+                            .or_default()
+                            .insert(row_key, rows.row(i).as_ref().into());
+                    } else if let Some(bucket) = index.get_mut(join_key.as_ref()) {
+                        bucket.remove(&row_key);
+                        if bucket.is_empty() {
+                            index.remove(join_key.as_ref());
+                        }
+                    }
+                }
             }
-            let join_key = join_keys.row(i);
-            let row_key: Box<[u8]> = row_keys.row(i).as_ref().into();
-            if op.is_insert() {
-                index
-                    .entry_ref(join_key.as_ref())
-                    .or_default()
-                    .insert(row_key, rows.row(i).as_ref().into());
-            } else if let Some(bucket) = index.get_mut(join_key.as_ref()) {
-                bucket.remove(&row_key);
-                if bucket.is_empty() {
-                    index.remove(join_key.as_ref());
+            IndexRows::Stored(index) => {
+                let indexed: Vec<usize> = indexed.collect();
+                index.table.begin_chunk();
+                index.load(indexed.iter().map(|&i| join_keys.row(i).data()))?;
+                for i in indexed {
+                    let (join_key, row_key) = (join_keys.row(i), row_keys.row(i));
+                    if ops[i].is_insert() {
+                        let row = rows.row(i).as_ref().into();
+                        index.insert(join_key.as_ref(), row_key.as_ref(), row, 0, None)?;
+                    } else {
+                        index.remove(join_key.as_ref(), row_key.as_ref(), None)?;
+                    }
                 }
             }
         }
@@ -213,10 +278,10 @@ impl LookupJoinOperator {
     }
 
     /// Each inserted left row's matches (as the plan reads the right side); none for others.
-    fn matches(&self, chunk: &StreamChunk) -> Result<Vec<Vec<Box<[u8]>>>> {
+    fn matches(&mut self, chunk: &StreamChunk) -> Result<Vec<Vec<Box<[u8]>>>> {
         let n = chunk.len();
         let mut found: Vec<Vec<Box<[u8]>>> = vec![Vec::new(); n];
-        if let Some((index, join_key_codec, _)) = &self.index {
+        if let Some(index) = &mut self.index {
             let keys = self
                 .plan
                 .left
@@ -224,13 +289,26 @@ impl LookupJoinOperator {
                 .iter()
                 .map(|e| e.evaluate(&chunk.batch)?.into_array(n))
                 .collect::<Result<Vec<_>, _>>()?;
-            let encoded = join_key_codec.encode(&keys, n)?;
-            for (i, slot) in found.iter_mut().enumerate() {
-                if !chunk.ops[i].is_insert() || keys.iter().any(|k| k.is_null(i)) {
-                    continue;
+            let encoded = index.join_key_codec.encode(&keys, n)?;
+            let looked_up: Vec<usize> = (0..n)
+                .filter(|&i| chunk.ops[i].is_insert() && keys.iter().all(|k| k.is_valid(i)))
+                .collect();
+            match &mut index.rows {
+                IndexRows::Memory(index) => {
+                    for i in looked_up {
+                        if let Some(bucket) = index.get(encoded.row(i).as_ref()) {
+                            found[i].extend(bucket.values().cloned());
+                        }
+                    }
                 }
-                if let Some(bucket) = index.get(encoded.row(i).as_ref()) {
-                    slot.extend(bucket.values().cloned());
+                IndexRows::Stored(index) => {
+                    index.table.begin_chunk();
+                    index.load(looked_up.iter().map(|&i| encoded.row(i).data()))?;
+                    for i in looked_up {
+                        if let Some(bucket) = index.table.group(encoded.row(i).as_ref()) {
+                            found[i].extend(bucket.values().map(|entry| entry.row.clone()));
+                        }
+                    }
                 }
             }
             return Ok(found);
@@ -374,6 +452,28 @@ impl LookupJoinOperator {
         Ok(())
     }
 
+    /// The state tables: the left rows' output rows and the stored index, those there are.
+    fn state_sides(&self) -> impl Iterator<Item = &SideState> {
+        let index = match &self.index {
+            Some(JoinKeyIndex {
+                rows: IndexRows::Stored(index),
+                ..
+            }) => Some(index.as_ref()),
+            _ => None,
+        };
+        self.emitted.iter().map(|(emitted, _)| emitted).chain(index)
+    }
+
+    fn stored_index(&mut self) -> Option<&mut SideState> {
+        match &mut self.index {
+            Some(JoinKeyIndex {
+                rows: IndexRows::Stored(index),
+                ..
+            }) => Some(index.as_mut()),
+            _ => None,
+        }
+    }
+
     /// The table's changes: kept for lookups until they are committed (or in the index).
     fn apply_right(&mut self, chunk: &StreamChunk) -> Result<()> {
         if self.index.is_some() {
@@ -439,25 +539,23 @@ impl Operator for LookupJoinOperator {
         if let Some((emitted, _)) = &mut self.emitted {
             emitted.persist(epoch)?;
         }
+        if let Some(index) = self.stored_index() {
+            index.persist(epoch)?;
+        }
         Ok(())
     }
 
     fn state_rows(&self) -> usize {
-        self.emitted
-            .as_ref()
-            .map_or(0, |(emitted, _)| emitted.table.rows() as usize)
+        self.state_sides()
+            .map(|side| side.table.rows() as usize)
+            .sum()
     }
 
     fn state_bytes(&self) -> usize {
-        self.emitted
-            .as_ref()
-            .map_or(0, |(emitted, _)| emitted.memory_bytes())
+        self.state_sides().map(SideState::memory_bytes).sum()
     }
 
     fn state_tables(&self) -> Vec<crate::state_table::StateTableStats> {
-        self.emitted
-            .iter()
-            .map(|(emitted, _)| emitted.stats())
-            .collect()
+        self.state_sides().map(SideState::stats).collect()
     }
 }

@@ -137,6 +137,8 @@ pub struct KeyedStateTable<V> {
     meta_dirty: bool,
     /// Whether the table was written by a version that kept no counters.
     legacy: bool,
+    /// Whether the table's counters were in the store when it was opened.
+    stored: bool,
     /// Whether groups with rows have markers (not in tables written before markers).
     markers: bool,
     tick: u64,
@@ -161,7 +163,9 @@ impl<V: StateValue> KeyedStateTable<V> {
             ..Default::default()
         };
         let (mut extra, mut legacy, mut markers) = (Vec::new(), false, true);
-        match store.get(&table_key(table, &META_KEY))? {
+        let meta = store.get(&table_key(table, &META_KEY))?;
+        let stored = meta.is_some();
+        match meta {
             Some(meta) => {
                 let corrupt = || StorageError::Corrupt(format!("state table {table}'s counters"));
                 let number = |at: usize| -> Result<u64> {
@@ -196,6 +200,7 @@ impl<V: StateValue> KeyedStateTable<V> {
             extra,
             meta_dirty: legacy,
             legacy,
+            stored,
             markers,
             tick: 0,
             whole: stats.rows == 0,
@@ -220,6 +225,12 @@ impl<V: StateValue> KeyedStateTable<V> {
 
     pub fn table(&self) -> TableId {
         self.table
+    }
+
+    /// Whether anything of the table was in the store when it was opened (else it is new, or
+    /// was never written: it has held no row).
+    pub fn was_stored(&self) -> bool {
+        self.stored || self.legacy
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
