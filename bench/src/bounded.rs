@@ -29,6 +29,9 @@ pub struct BoundedArgs {
     /// Seconds between samples.
     #[arg(long, default_value_t = 1.0)]
     every: f64,
+    /// `watermark.alignment.max.drift` of both sources, in seconds (none: not aligned).
+    #[arg(long)]
+    max_drift: Option<f64>,
     #[command(flatten)]
     eddy: EddyArgs,
 }
@@ -76,12 +79,16 @@ pub async fn run(args: BoundedArgs) -> Result<()> {
             "CREATE SOURCE bid (auction BIGINT, bidder BIGINT, price BIGINT, date_time TIMESTAMP,
                WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND)
              WITH (connector = 'nexmark', nexmark.table.type = 'bid', nexmark.seed = '1',
-                   nexmark.max.events = '{events}', nexmark.inter.event.micros = '{micros}');
+                   nexmark.max.events = '{events}', nexmark.inter.event.micros = '{micros}'{drift});
              CREATE SOURCE auction (id BIGINT, seller BIGINT, category BIGINT, date_time TIMESTAMP,
                expires TIMESTAMP, WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND)
              WITH (connector = 'nexmark', nexmark.table.type = 'auction', nexmark.seed = '1',
-                   nexmark.max.events = '{events}', nexmark.inter.event.micros = '{micros}')",
-            micros = args.inter_event_micros
+                   nexmark.max.events = '{events}', nexmark.inter.event.micros = '{micros}'{drift})",
+            micros = args.inter_event_micros,
+            drift = args
+                .max_drift
+                .map(|s| format!(", watermark.alignment.max.drift = '{s}s'"))
+                .unwrap_or_default()
         ))
         .await?;
     for (_, sql) in VIEWS {

@@ -58,6 +58,9 @@ pub struct Feed {
     pub last_error: Option<String>,
     pub finished: bool,
     pub idle_timeout: Duration,
+    /// `watermark.alignment.max.drift`: how far this source's watermark may run ahead of the
+    /// slowest other source its view reads before Eddy stops reading it (see `alignment`).
+    pub max_drift: Option<Duration>,
     pub dead_letters: Vec<DeadLetter>,
     /// The view or table it reads for (what its dead letters were met by).
     pub reader: String,
@@ -87,7 +90,24 @@ fn positions_key(table_id: TableId) -> String {
     format!("feed_positions/{table_id}")
 }
 
-/// Parses `5s`, `500ms` or a plain number of seconds.
+/// The source option that aligns a view's sources by watermark.
+pub const MAX_DRIFT_OPTION: &str = "watermark.alignment.max.drift";
+
+/// A source option that is a duration, if set.
+pub(crate) fn duration_option(spec: &SourceSpec, key: &str) -> Result<Option<Duration>> {
+    spec.option(key)
+        .map(|text| {
+            parse_duration(text).ok_or_else(|| {
+                crate::ExecError::InvalidOption(format!(
+                    "source \"{}\": {key} = '{text}' is not a duration (e.g. '5s')",
+                    spec.name
+                ))
+            })
+        })
+        .transpose()
+}
+
+/// Parses `5s`, `500ms`, `2min`, `1h` or a plain number of seconds.
 pub fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
     if let Ok(seconds) = text.parse::<f64>() {
@@ -104,6 +124,7 @@ fn humantime_like(text: &str) -> Option<Duration> {
         "ms" => number / 1000.0,
         "s" | "sec" | "second" | "seconds" => number,
         "m" | "min" | "minute" | "minutes" => number * 60.0,
+        "h" | "hour" | "hours" => number * 3600.0,
         _ => return None,
     };
     Some(Duration::from_secs_f64(seconds))
@@ -125,15 +146,9 @@ impl Feed {
                 }
                 None => BTreeMap::new(),
             };
-        let idle_timeout = match spec.option("watermark.idle.timeout") {
-            Some(text) => parse_duration(text).ok_or_else(|| {
-                crate::ExecError::NotSupported(format!(
-                    "source \"{}\": watermark.idle.timeout = '{text}' is not a duration (e.g. '5s')",
-                    spec.name
-                ))
-            })?,
-            None => DEFAULT_IDLE_TIMEOUT,
-        };
+        let idle_timeout =
+            duration_option(&spec, "watermark.idle.timeout")?.unwrap_or(DEFAULT_IDLE_TIMEOUT);
+        let max_drift = duration_option(&spec, MAX_DRIFT_OPTION)?;
         let connector = connector::build(&spec)?;
         let start_positions = positions.clone();
         let (sender, events) = bounded(CHANNEL_BATCHES);
@@ -162,6 +177,7 @@ impl Feed {
             last_error: None,
             finished: false,
             idle_timeout,
+            max_drift,
             dead_letters: Vec::new(),
             reader: String::new(),
             positions_dirty: false,
@@ -474,6 +490,7 @@ mod tests {
         assert_eq!(parse_duration("5s"), Some(Duration::from_secs(5)));
         assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
         assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
         assert_eq!(parse_duration("soon"), None);
     }
 }

@@ -116,6 +116,11 @@ impl TableRuntime {
     }
 
     /// The table's watermark: its clock 0 (on the column it is declared on).
+    /// Whether the table's rows carry a watermark (a WATERMARK clause).
+    pub fn has_watermark(&self) -> bool {
+        self.def.watermark.is_some()
+    }
+
     pub fn watermark(&self) -> Option<Watermark> {
         self.def.watermark?;
         self.progress

@@ -247,3 +247,72 @@ async fn past_the_total_state_budget_the_largest_view_fails() {
         30_000
     );
 }
+
+/// A view whose stored state cannot be read when Eddy starts fails alone: Eddy starts, the
+/// other views go on, reading the view answers why, and the failure holds across restarts
+/// (the view misses changes from then on) until it is dropped and created again.
+#[tokio::test]
+async fn a_view_whose_state_cannot_be_read_at_start_fails_alone() {
+    let mut eddy = EddyProcess::start_fresh().await.unwrap();
+    let (client, _driver) = eddy.connect().await.unwrap();
+    client
+        .batch_execute(
+            "CREATE TABLE t (x INT);
+             CREATE MATERIALIZED VIEW counted AS SELECT count(*) AS n FROM t;
+             CREATE MATERIALIZED VIEW per_x AS SELECT x, count(*) AS n FROM t GROUP BY x;
+             INSERT INTO t VALUES (1), (2), (2);
+             FLUSH;",
+        )
+        .await
+        .unwrap();
+    let state_table = count(
+        &client,
+        "SELECT table_id FROM eddy_catalog.state_tables WHERE view = 'per_x'",
+    )
+    .await;
+    drop(client);
+    eddy.terminate(std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    // Counters of the aggregate's state table that are too short to read.
+    {
+        use eddy_storage::Store;
+        let store = eddy_storage::fjall_store::FjallStore::open(eddy.data_dir()).unwrap();
+        let mut damage = eddy_storage::EpochBatch::default();
+        damage.put(
+            state_table as eddy_storage::TableId,
+            &[0xFF, 0xFE],
+            vec![1, 2, 3],
+        );
+        store.commit(&damage).unwrap();
+    }
+
+    for _ in 0..2 {
+        eddy.restart().await.unwrap();
+        let (client, _driver) = eddy.connect().await.unwrap();
+        let error = error_of(&client, "SELECT * FROM per_x").await;
+        assert_eq!(error.code().code(), "XX000", "{error:?}");
+        assert!(
+            error.message().contains("could not be restored"),
+            "{error:?}"
+        );
+        let (view_status, reason) = status(&client, "per_x").await;
+        assert_eq!(view_status, "failed", "{reason:?}");
+        client
+            .batch_execute("INSERT INTO t VALUES (3)")
+            .await
+            .unwrap();
+        assert!(count(&client, "SELECT n FROM counted").await >= 4);
+    }
+
+    let (client, _driver) = eddy.connect().await.unwrap();
+    assert_eq!(count(&client, "SELECT n FROM counted").await, 5);
+    client
+        .batch_execute(
+            "DROP MATERIALIZED VIEW per_x;
+             CREATE MATERIALIZED VIEW per_x AS SELECT x, count(*) AS n FROM t GROUP BY x;",
+        )
+        .await
+        .unwrap();
+    assert_eq!(count(&client, "SELECT n FROM per_x WHERE x = 3").await, 2);
+}

@@ -367,8 +367,11 @@ pub fn validate(spec: &SourceSpec) -> Result<()> {
     }
 }
 
-/// The options each connector reads (besides `connector`, `watermark.idle.timeout`, and for
-/// Kafka any `properties.*`, passed to librdkafka).
+/// Options of every source, read by its feed (durations).
+const WATERMARK_OPTIONS: [&str; 2] = ["watermark.idle.timeout", crate::feed::MAX_DRIFT_OPTION];
+
+/// The options each connector reads (besides `connector`, the watermark's [`WATERMARK_OPTIONS`],
+/// and for Kafka any `properties.*`, passed to librdkafka).
 fn known_options(connector: &str) -> &'static [&'static str] {
     match connector {
         "nexmark" => &[
@@ -395,12 +398,12 @@ pub(crate) fn refuse_unknown_options(spec: &SourceSpec) -> Result<()> {
     let known = known_options(&spec.connector);
     for key in spec.options.keys() {
         let allowed = key == "connector"
-            || key == "watermark.idle.timeout"
+            || WATERMARK_OPTIONS.contains(&key.as_str())
             || known.contains(&key.as_str())
             || (spec.connector == "kafka" && key.starts_with("properties."));
         if !allowed {
             let mut listed: Vec<&str> = known.to_vec();
-            listed.push("watermark.idle.timeout");
+            listed.extend(WATERMARK_OPTIONS);
             if spec.connector == "kafka" {
                 listed.push("properties.*");
             }
@@ -410,6 +413,9 @@ pub(crate) fn refuse_unknown_options(spec: &SourceSpec) -> Result<()> {
                 listed.join(", ")
             )));
         }
+    }
+    for key in WATERMARK_OPTIONS {
+        crate::feed::duration_option(spec, key)?;
     }
     Ok(())
 }

@@ -8,7 +8,7 @@
 //! and tables go on committing. A held feed's splits keep their idle state, so that waiting
 //! never moves a watermark.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +28,8 @@ pub(super) struct HeldBack {
     /// Statements waiting, in arrival order.
     pub(super) waiting: VecDeque<Command>,
     checked: Option<Instant>,
+    /// Feeds held for watermark alignment (see `alignment`), each with why.
+    pub(super) aligned: BTreeMap<String, super::alignment::Ahead>,
     /// The bound on the store's write buffer, and how long sources were held for it.
     pub(super) write_buffer: Arc<WriteBufferBound>,
     /// While every feed is held because the write buffer is over its bound: since when that
@@ -98,20 +100,28 @@ impl Engine {
         }
     }
 
-    /// Whether the feed of `name` is not to be read now (a sink's full log downstream, or the
-    /// store's full write buffer).
+    /// Whether the feed of `name` is not to be read now (a sink's full log downstream, the
+    /// store's full write buffer, or its watermark ahead of the view's other sources).
     pub(super) fn feed_held(&self, name: &str) -> bool {
-        self.held.write_buffer_full_since.is_some() || self.held.feeds.contains(name)
+        self.held.write_buffer_full_since.is_some()
+            || self.held.feeds.contains(name)
+            || self.held.aligned.contains_key(name)
     }
 
     /// Why the feed of `name` is not read, if it is not.
-    pub(super) fn feed_held_reason(&self, name: &str) -> Option<&'static str> {
+    pub(super) fn feed_held_reason(&self, name: &str) -> Option<String> {
         if self.held.feeds.contains(name) {
-            Some("not read: a sink downstream has a full log (see eddy_catalog.sinks)")
+            Some("not read: a sink downstream has a full log (see eddy_catalog.sinks)".into())
         } else if self.held.write_buffer_full_since.is_some() {
-            Some("not read: the store's write buffer is full, waiting for it to be written to disk")
+            Some(
+                "not read: the store's write buffer is full, waiting for it to be written to disk"
+                    .into(),
+            )
         } else {
-            None
+            self.held
+                .aligned
+                .get(name)
+                .map(super::alignment::Ahead::reason)
         }
     }
 

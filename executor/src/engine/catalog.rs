@@ -138,14 +138,35 @@ impl Engine {
                 let instances = entry.workers.map_or(1, |w| w as usize);
                 let layout = StateLayout(entry.state_layout.unwrap_or(0));
                 let state = self.state_context();
-                let mut graph = Graph::build(
+                let built = Graph::build(
                     &plan,
                     &entry.table_ids,
                     instances,
                     layout,
                     &state,
                     &|name| self.stored_relation(name),
-                )?;
+                );
+                let mut graph = match built {
+                    Ok(graph) => graph,
+                    // The store could not be read: the reload is tried again.
+                    Err(error @ ExecError::Storage(eddy_storage::StorageError::Io(_))) => {
+                        return Err(error)
+                    }
+                    Err(error) => {
+                        // Only this view is lost: the others start. The failure is written,
+                        // since the view misses every change to its inputs from now on.
+                        let message = format!("it could not be restored ({error})");
+                        tracing::error!(view = entry.name, "{message}");
+                        let mut entry = entry;
+                        entry.failed = Some(eddy_storage::ViewFailure {
+                            sqlstate: "XX000".into(),
+                            message,
+                            epoch: self.counters.epoch,
+                        });
+                        entry.write(&mut self.epoch_writes)?;
+                        return self.restore(entry, Restore::View(plan));
+                    }
+                };
                 graph.set_state_budget(self.state_budget.clone());
                 let graph = Some(graph);
                 let readers = self.open_view_readers(&entry.name, &plan, &entry.table_ids)?;

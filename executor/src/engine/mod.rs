@@ -33,6 +33,7 @@ use crate::graph::Graph;
 use crate::state_table::{StateCache, StateContext};
 use crate::stats::{CommitObserver, CommitReport, EngineStats, TableStats, ViewStats};
 use crate::table::TableRuntime;
+mod alignment;
 mod backpressure;
 mod catalog;
 mod commit;

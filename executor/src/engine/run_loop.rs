@@ -98,8 +98,9 @@ impl Engine {
                     .min(Duration::from_millis(200))
             };
             // Wait for a command or a batch from any feed, whichever comes first; feeds a full
-            // sink log holds back are left waiting.
+            // sink log or watermark alignment holds back are left waiting.
             self.update_held_back();
+            self.update_alignment();
             self.run_waiting();
             let feeds: Vec<(String, Receiver<SourceEvent>)> = self
                 .feeds
@@ -171,6 +172,9 @@ impl Engine {
                     if !self.acks.is_empty() || full(feed_work) {
                         break 'feeding;
                     }
+                    if self.feed_held(name) {
+                        break;
+                    }
                     match events.try_recv() {
                         Ok(event) => feed_work += self.timed_source_event(name, event),
                         Err(_) => break,
@@ -228,6 +232,8 @@ impl Engine {
         let logged = tracing::enabled!(target: "eddy::epochs", tracing::Level::DEBUG);
         let before = logged.then(thread_schedule).flatten();
         self.guarded(|engine| engine.on_source_event(name, event));
+        // The batch moved its source's watermark: a source may now be ahead, or caught up.
+        self.update_alignment();
         let took = started.elapsed();
         let slow = before.filter(|_| took >= SLOW_SOURCE_EVENT);
         if let (Some(before), Some(after)) = (slow, slow.and_then(|_| thread_schedule())) {

@@ -319,7 +319,6 @@ impl Engine {
                     // A held feed says so (its lag is not refreshed).
                     last_error: self
                         .feed_held_reason(target)
-                        .map(String::from)
                         .or_else(|| feed.last_error.clone()),
                     dead_letters: progress.dead_letters,
                 });
