@@ -5,7 +5,9 @@
 //! window), and prints, every second, how far event time has got, each view's state rows and
 //! open windows, its output rows, the data directory's size and eddy's RSS. State and RSS must
 //! stay flat while event time advances; the data directory grows only by the rows the views
-//! output.
+//! output. The two joins keep one source's rows until the other's watermark passes them, so
+//! their state follows how far apart the two sources are read; `--max-drift` bounds that gap
+//! (`watermark.alignment.max.drift` on both).
 
 use std::time::{Duration, Instant};
 

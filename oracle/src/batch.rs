@@ -192,7 +192,8 @@ pub fn normalized(columns: &[(String, bool)], query: &str) -> String {
         .iter()
         .map(|(name, float)| {
             if *float {
-                format!("CAST(round(\"{name}\", 6) AS VARCHAR)")
+                // An exact (numeric) mean in Eddy, a float in batch: compared as floats.
+                format!("CAST(round(CAST(\"{name}\" AS DOUBLE), 6) AS VARCHAR)")
             } else {
                 format!("CAST(\"{name}\" AS VARCHAR)")
             }

@@ -75,13 +75,14 @@ pub struct Case {
 
 const FILTERS: [&str; 4] = ["v > 20", "k2 <> 'b'", "d < 10.0", "v % 3 = 0"];
 const KEYS: [&str; 2] = ["k1", "k2"];
-const AGGREGATES: [&str; 10] = [
+const AGGREGATES: [&str; 11] = [
     "count(*)",
     "count(k2)",
     "sum(v)",
     "min(v)",
     "max(d)",
     "avg(d)",
+    "avg(v)",
     "min(k2)",
     "count(DISTINCT k1)",
     "sum(v) FILTER (WHERE d > 5)",
