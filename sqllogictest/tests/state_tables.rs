@@ -125,6 +125,15 @@ async fn a_join_larger_than_its_cache_answers_like_the_batch_query_across_a_cras
     check_view(&client).await;
 }
 
+/// Eddy with a 4 KiB state cache: every state path misses and evicts.
+async fn start_with_tiny_cache() -> EddyProcess {
+    EddyProcess::start_fresh_with(|config| {
+        config.extra_args = vec!["--state-cache-mib".into(), "0.004".into()];
+    })
+    .await
+    .unwrap()
+}
+
 /// The event-time temporal join's view against its batch form over the versions' history:
 /// the buys before the last round's (which the rates' watermark has not passed).
 async fn check_rates(client: &Client, rounds: i64) {
@@ -147,11 +156,7 @@ async fn check_rates(client: &Client, rounds: i64) {
 
 #[tokio::test]
 async fn an_event_time_temporal_join_larger_than_its_cache_answers_like_the_batch_query() {
-    let mut eddy = EddyProcess::start_fresh_with(|config| {
-        config.extra_args = vec!["--state-cache-mib".into(), "0.004".into()];
-    })
-    .await
-    .unwrap();
+    let mut eddy = start_with_tiny_cache().await;
     let (client, _driver) = eddy.connect().await.unwrap();
     client
         .batch_execute(
@@ -227,11 +232,7 @@ fn expected_lookups(
 
 #[tokio::test]
 async fn a_lookup_joins_index_is_a_state_table_read_as_keys_need_it() {
-    let mut eddy = EddyProcess::start_fresh_with(|config| {
-        config.extra_args = vec!["--state-cache-mib".into(), "0.004".into()];
-    })
-    .await
-    .unwrap();
+    let mut eddy = start_with_tiny_cache().await;
     let (client, _driver) = eddy.connect().await.unwrap();
     // No primary key on the rates: the join indexes them by currency.
     client

@@ -104,16 +104,8 @@ impl Engine {
             Restore::View(plan) if entry.failed.is_none() && keyed_otherwise(&entry, &plan) => {
                 // Its stored rows and state are keyed as an earlier Eddy planned them: reading
                 // them with this plan's keys would double or lose rows.
-                let mut entry = entry;
                 let message = "it was created by an earlier version of Eddy that keyed its rows otherwise (an outer join now keys each padded side by its presence)".to_string();
-                tracing::error!(view = entry.name, "{message}");
-                entry.failed = Some(eddy_storage::ViewFailure {
-                    sqlstate: "55000".into(),
-                    message,
-                    epoch: self.counters.epoch,
-                });
-                entry.write(&mut self.epoch_writes)?;
-                return self.restore(entry, Restore::View(plan));
+                return self.restore_failed(entry, plan, "55000", message);
             }
             Restore::View(plan) if entry.failed.is_some() => {
                 // A failed view keeps its rows for reading its error, and nothing runs.
@@ -152,19 +144,10 @@ impl Engine {
                     Err(error @ ExecError::Storage(eddy_storage::StorageError::Io(_))) => {
                         return Err(error)
                     }
+                    // Only this view is lost: the others start.
                     Err(error) => {
-                        // Only this view is lost: the others start. The failure is written,
-                        // since the view misses every change to its inputs from now on.
                         let message = format!("it could not be restored ({error})");
-                        tracing::error!(view = entry.name, "{message}");
-                        let mut entry = entry;
-                        entry.failed = Some(eddy_storage::ViewFailure {
-                            sqlstate: "XX000".into(),
-                            message,
-                            epoch: self.counters.epoch,
-                        });
-                        entry.write(&mut self.epoch_writes)?;
-                        return self.restore(entry, Restore::View(plan));
+                        return self.restore_failed(entry, plan, "XX000", message);
                     }
                 };
                 graph.set_state_budget(self.state_budget.clone());
@@ -184,6 +167,25 @@ impl Engine {
         self.publish_stats();
         Ok(())
     }
+    /// Restores a view as failed (reading it answers `message` with `sqlstate`). The failure
+    /// is written: from now on the view misses every change to its inputs.
+    fn restore_failed(
+        &mut self,
+        mut entry: CatalogEntry,
+        plan: StreamPlan,
+        sqlstate: &str,
+        message: String,
+    ) -> Result<()> {
+        tracing::error!(view = entry.name, "{message}");
+        entry.failed = Some(eddy_storage::ViewFailure {
+            sqlstate: sqlstate.into(),
+            message,
+            epoch: self.counters.epoch,
+        });
+        entry.write(&mut self.epoch_writes)?;
+        self.restore(entry, Restore::View(plan))
+    }
+
     /// Where a table or view keeps its rows (for lookup joins).
     pub(super) fn stored_relation(&self, name: &str) -> Option<crate::join::StoredRelation> {
         if let Some((entry, table)) = self.tables.get(name) {
