@@ -212,6 +212,15 @@ impl Feed {
             })
     }
 
+    /// Whether the source has gone quiet: every split idle, or none reported for the idle
+    /// timeout since the feed started (an empty file, a topic with no partition yet).
+    pub fn quiet(&self) -> bool {
+        match self.splits.is_empty() {
+            true => self.started.elapsed() >= self.idle_timeout,
+            false => self.splits.values().all(|split| split.idle),
+        }
+    }
+
     /// Whether the source has an end that the feed will reach on its own.
     fn bounded(&self) -> bool {
         match self.spec.connector.as_str() {

@@ -1,7 +1,8 @@
 //! Watermark alignment: a view reading two sources stops reading the one whose watermark runs
 //! more than its `watermark.alignment.max.drift` ahead of the other's, says so in
 //! `eddy_catalog.source_progress`, and reads on once the other catches up; a view reading the
-//! fast source alone is not held. A bad drift is refused at CREATE SOURCE.
+//! fast source alone is not held, nor one whose other source never has a row (past its idle
+//! timeout). A bad drift is refused at CREATE SOURCE.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -122,6 +123,25 @@ async fn a_source_ahead_of_the_other_by_more_than_its_drift_waits_for_it() {
     );
     // Rows taken before the hold came in whole batches, but none far past the drift.
     assert!(read[0][1].as_str() < "2026-01-01 00:20:00", "{read:?}");
+
+    // A source with no row at all holds the fast one back only for its idle timeout.
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    client
+        .batch_execute(&format!(
+            "CREATE SOURCE empty (k BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+               WITH (connector = 'file', path = '{}', follow = 'true',
+                     watermark.idle.timeout = '1s') FORMAT PLAIN ENCODE JSON;
+             CREATE MATERIALIZED VIEW with_empty AS
+               SELECT k, ts FROM fast UNION ALL SELECT k, ts FROM empty;",
+            empty.display()
+        ))
+        .await
+        .unwrap();
+    until("with_empty to read the fast file", || async {
+        rows_of(&client, "with_empty").await == FAST_LINES as i64
+    })
+    .await;
 
     // The slow source catches up: the fast one is read to its end.
     append_lines(&slow, 100, FAST_LINES);

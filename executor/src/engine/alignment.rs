@@ -6,9 +6,10 @@
 //! watermark passes them: sources read at different speeds (a backlog on one topic, a cheaper
 //! decoder, a generator that sends many more rows per second of event time) make that state
 //! grow with the gap, without bound. Holding the faster source keeps the gap, and the state,
-//! within the drift. A source that is idle, finished or has no watermark yet holds no other
-//! back (one with no row yet holds the others until its first); a held source is never counted
-//! idle (it is quiet because Eddy does not read it).
+//! within the drift. A source that is idle, finished or has no WATERMARK holds no other back;
+//! one with no row yet holds the others until its first, or until it has been quiet for its
+//! idle timeout; a held source is never counted idle (it is quiet because Eddy does not read
+//! it).
 //! Each view reads its sources through feeds of its own, so aligning one view's sources never
 //! holds another view back. The hold is decided again after every batch a source brings, so a
 //! source runs past its drift by one batch at most.
@@ -72,8 +73,7 @@ impl Engine {
                 .iter()
                 .filter_map(|reader| {
                     let feed = self.feeds.get(&reader.feed)?;
-                    let quiet = !feed.splits.is_empty() && feed.splits.values().all(|s| s.idle);
-                    let active = reader.table.has_watermark() && !feed.finished && !quiet;
+                    let active = reader.table.has_watermark() && !feed.finished && !feed.quiet();
                     let mark = reader.table.watermark().map_or(i64::MIN, |w| w.value);
                     active.then_some((reader.feed.as_str(), reader.source.as_str(), mark))
                 })
