@@ -111,7 +111,8 @@ pub(crate) fn duration_option(spec: &SourceSpec, key: &str) -> Result<Option<Dur
 pub fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
     if let Ok(seconds) = text.parse::<f64>() {
-        return (seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
+        // A negative, infinite or too large number is no duration (not a panic).
+        return Duration::try_from_secs_f64(seconds).ok();
     }
     humantime_like(text)
 }
@@ -127,7 +128,7 @@ fn humantime_like(text: &str) -> Option<Duration> {
         "h" | "hour" | "hours" => number * 3600.0,
         _ => return None,
     };
-    Some(Duration::from_secs_f64(seconds))
+    Duration::try_from_secs_f64(seconds).ok()
 }
 
 impl Feed {
@@ -501,5 +502,8 @@ mod tests {
         assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
         assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
         assert_eq!(parse_duration("soon"), None);
+        for huge in ["1e400", "-1", "99999999999999999999999h", "NaN", "inf"] {
+            assert_eq!(parse_duration(huge), None, "{huge}");
+        }
     }
 }

@@ -88,7 +88,7 @@ impl Engine {
                     .min_by_key(|(_, _, mark)| *mark);
                 if let Some(&(_, source, low)) = slowest {
                     let micros = mark.saturating_sub(low);
-                    if micros > drift.as_micros() as i64 {
+                    if micros > i64::try_from(drift.as_micros()).unwrap_or(i64::MAX) {
                         let of = source.to_string();
                         held.insert(feed.to_string(), Ahead { micros, of, drift });
                     }
