@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+pub use crate::state_layout::StateLayout;
 use datafusion::arrow::datatypes::Field;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::PhysicalExpr;
@@ -38,29 +39,6 @@ struct Node {
     /// The node's parent and which of its inputs this node is; None for the top node.
     parent: Option<(usize, usize)>,
     children: Vec<usize>,
-}
-
-/// Which operators keep a view's state, and how: recorded in the view's catalog entry when it
-/// is created, so that a view restored by a later Eddy runs on the operators that wrote its
-/// state, while new views get the newest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct StateLayout(pub u32);
-
-impl StateLayout {
-    /// What new views are created with.
-    pub const CURRENT: Self = Self(1);
-
-    /// A windowed aggregate with an exact `avg` (of integers or numerics) runs vectorized
-    /// (before: on the general aggregate, which keeps its state otherwise).
-    pub fn vectorizes_exact_avg(self) -> bool {
-        self.0 >= 1
-    }
-
-    /// A lookup join by other columns than the looked-up table's primary key keeps its index
-    /// of the table in a state table (before: rebuilt in memory at every start).
-    pub fn stores_lookup_index(self) -> bool {
-        self.0 >= 1
-    }
 }
 
 pub struct Graph {
@@ -129,7 +107,7 @@ impl Graph {
     pub fn table_ids_needed(plan: &StreamPlan, instances: usize, layout: StateLayout) -> usize {
         fn tables(node: &StreamNode, instances: usize, layout: StateLayout) -> usize {
             let per_instance =
-                node.state_tables() + usize::from(stored_lookup_index(&node.kind, layout));
+                node.state_tables() + usize::from(layout.stores_index_of(&node.kind));
             let own = match route_keys(&node.kind) {
                 Some(_) if instances > 1 => per_instance * instances,
                 _ => per_instance,
@@ -409,7 +387,7 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
     /// by group to the instances, which merge the partial states.
     fn two_phase_aggregate(&mut self, node: &StreamNode) -> Result<Box<dyn Operator>> {
         let plan = two_phase_aggregate(&node.kind, self.layout).expect("checked by the caller");
-        let windowed = runs_windowed(plan, self.layout);
+        let windowed = self.layout.runs_windowed(plan);
         let partial_schema = AggregateOperator::partial_schema(plan)?;
         let mut instances: Vec<Box<dyn Operator>> = Vec::with_capacity(self.instances);
         for _ in 0..self.instances {
@@ -472,7 +450,7 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                 let plan = (**aggregate).clone();
                 if plan.session.is_some() {
                     Box::new(SessionAggregateOperator::new(plan, table, self.state)?)
-                } else if runs_windowed(&plan, self.layout) {
+                } else if self.layout.runs_windowed(&plan) {
                     Box::new(WindowedAggregateOperator::new(plan, table, self.state)?)
                 } else {
                     Box::new(AggregateOperator::new(plan, table, self.state)?)
@@ -539,7 +517,7 @@ impl<I: Iterator<Item = TableId>> Builder<'_, I> {
                     true => Some(self.state_id()?),
                     false => None,
                 };
-                let index = match stored_lookup_index(&node.kind, self.layout) {
+                let index = match self.layout.stores_index_of(&node.kind) {
                     true => Some(self.state_id()?),
                     false => None,
                 };
@@ -565,25 +543,12 @@ fn two_phase_aggregate(
     match kind {
         NodeKind::Aggregate(plan)
             if plan.session.is_none()
-                && (runs_windowed(plan, layout)
-                    || AggregateOperator::supports_two_phases(plan)) =>
+                && (layout.runs_windowed(plan) || AggregateOperator::supports_two_phases(plan)) =>
         {
             Some(plan)
         }
         _ => None,
     }
-}
-
-/// Whether an aggregate runs on the vectorized windowed operator (an exact `avg` only in
-/// views created since that operator had one).
-fn runs_windowed(plan: &eddy_planner::AggregatePlan, layout: StateLayout) -> bool {
-    WindowedAggregateOperator::supports(plan)
-        && (layout.vectorizes_exact_avg() || !WindowedAggregateOperator::has_exact_avg(plan))
-}
-
-/// Whether a node is a lookup join keeping its index of the looked-up table in a state table.
-fn stored_lookup_index(kind: &NodeKind, layout: StateLayout) -> bool {
-    matches!(kind, NodeKind::Lookup(lookup) if lookup.by_index) && layout.stores_lookup_index()
 }
 
 /// The keys a node's operator keeps its state by, per input, when it can run as instances

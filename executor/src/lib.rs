@@ -42,6 +42,7 @@ pub mod operators;
 pub mod over_window;
 pub mod partition;
 pub mod sink;
+pub mod state_layout;
 pub mod state_size;
 pub mod state_table;
 pub mod stats;

@@ -27,6 +27,7 @@ use anyhow::{bail, Context, Result};
 use tempfile::TempDir;
 use tokio::task::JoinHandle;
 
+pub mod files;
 pub mod kafka;
 pub mod postgres;
 pub mod process_stats;

@@ -8,7 +8,6 @@
 //! its answer too.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -29,12 +28,7 @@ fn append_lines(path: &Path, from: u64, to: u64) {
     for i in from..to {
         text.push_str(&format!("{{\"k\": {}, \"v\": {i}}}\n", i % KEYS));
     }
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .unwrap();
-    file.write_all(text.as_bytes()).unwrap();
+    eddy_sqllogictest::files::append(path, &text);
 }
 
 /// Keeps appending lines until told to stop; answers how many the file has.

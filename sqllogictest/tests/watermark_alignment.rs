@@ -4,7 +4,6 @@
 //! fast source alone is not held, nor one whose other source never has a row (past its idle
 //! timeout). A bad drift is refused at CREATE SOURCE.
 
-use std::io::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -24,12 +23,18 @@ fn append_lines(path: &Path, from: u64, to: u64) {
             seconds % 60
         ));
     }
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .unwrap();
-    file.write_all(text.as_bytes()).unwrap();
+    eddy_sqllogictest::files::append(path, &text);
+}
+
+/// A source following the file at `path` (rows `k`, `ts` with a 1 s watermark delay), with
+/// one more option.
+fn followed_source(name: &str, path: &Path, option: &str) -> String {
+    format!(
+        "CREATE SOURCE {name} (k BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+           WITH (connector = 'file', path = '{}', follow = 'true', {option})
+           FORMAT PLAIN ENCODE JSON;",
+        path.display()
+    )
 }
 
 async fn rows_of(client: &Client, view: &str) -> i64 {
@@ -77,17 +82,12 @@ async fn a_source_ahead_of_the_other_by_more_than_its_drift_waits_for_it() {
 
     client
         .batch_execute(&format!(
-            "CREATE SOURCE fast (k BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
-               WITH (connector = 'file', path = '{}', follow = 'true',
-                     watermark.alignment.max.drift = '30s') FORMAT PLAIN ENCODE JSON;
-             CREATE SOURCE slow (k BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
-               WITH (connector = 'file', path = '{}', follow = 'true',
-                     watermark.idle.timeout = '1h') FORMAT PLAIN ENCODE JSON;
+            "{}{}
              CREATE MATERIALIZED VIEW fast_alone AS SELECT k, ts FROM fast;
              CREATE MATERIALIZED VIEW both_sources AS
                SELECT 'fast' AS source, k, ts FROM fast UNION ALL SELECT 'slow', k, ts FROM slow;",
-            fast.display(),
-            slow.display()
+            followed_source("fast", &fast, "watermark.alignment.max.drift = '30s'"),
+            followed_source("slow", &slow, "watermark.idle.timeout = '1h'")
         ))
         .await
         .unwrap();
@@ -129,12 +129,10 @@ async fn a_source_ahead_of_the_other_by_more_than_its_drift_waits_for_it() {
     std::fs::write(&empty, "").unwrap();
     client
         .batch_execute(&format!(
-            "CREATE SOURCE empty (k BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
-               WITH (connector = 'file', path = '{}', follow = 'true',
-                     watermark.idle.timeout = '1s') FORMAT PLAIN ENCODE JSON;
+            "{}
              CREATE MATERIALIZED VIEW with_empty AS
                SELECT k, ts FROM fast UNION ALL SELECT k, ts FROM empty;",
-            empty.display()
+            followed_source("empty", &empty, "watermark.idle.timeout = '1s'")
         ))
         .await
         .unwrap();
