@@ -3,7 +3,7 @@
 join query over the person, auction and bid JSON-lines files that `eddy-bench nexmark-files`
 writes, so that Flink and Eddy read the very same events.
 
-    flink_nexmark.py DIR --query q3|q4|q5|q7|q8|q9|q18|q19|q20 [-p 1] [--sink blackhole|count]
+    flink_nexmark.py DIR --query q3|q4|q5|q7|q8|q9|q18|q19|q20 [-p 1] [--sink blackhole|count] [--primary-keys]
 
 Prints one line `FLINK_RESULT {json}`: the job's wall time (after the mini-cluster is up and a
 warm-up job has run), the CPU-seconds of the whole process tree (Python driver and JVM) during
@@ -127,6 +127,8 @@ args.add_argument("dir")
 args.add_argument("--query", choices=sorted(QUERIES), default="q20")
 args.add_argument("-p", "--parallelism", type=int, default=1)
 args.add_argument("--sink", choices=["blackhole", "count"], default="blackhole")
+args.add_argument("--primary-keys", action="store_true",
+                  help="declare id the PRIMARY KEY (NOT ENFORCED) of person and auction, as eddy-bench does")
 a = args.parse_args()
 query, tables, sink_columns = QUERIES[a.query]
 
@@ -138,9 +140,11 @@ env.get_config().set("table.local-time-zone", "UTC")
 
 
 def source(name, path):
+    table = name.split('_')[0]
+    key = ", PRIMARY KEY (id) NOT ENFORCED" if a.primary_keys and table in ("person", "auction") else ""
     env.execute_sql(f"""
-    CREATE TEMPORARY TABLE {name} ({COLUMNS[name.split('_')[0]]},
-        WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND
+    CREATE TEMPORARY TABLE {name} ({COLUMNS[table]},
+        WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND{key}
     ) WITH ('connector' = 'filesystem', 'path' = '{os.path.abspath(path)}', 'format' = 'json',
             'json.timestamp-format.standard' = 'ISO-8601', 'json.fail-on-missing-field' = 'false')""")
 

@@ -78,6 +78,10 @@ pub struct NexmarkArgs {
     /// view): how long another statement waits for the heavy view.
     #[arg(long)]
     probe_acks: bool,
+    /// Declare `id` the PRIMARY KEY of person and auction (each is unique there), as a user
+    /// who knows it would.
+    #[arg(long)]
+    primary_keys: bool,
     #[command(flatten)]
     eddy: EddyArgs,
 }
@@ -127,7 +131,7 @@ pub async fn run(args: NexmarkArgs) -> Result<()> {
         sources.push(format!(
             "CREATE SOURCE {} ({}) {with}",
             table.name(),
-            table.columns()
+            table.columns_keyed(args.primary_keys)
         ));
     }
     let bids = events;

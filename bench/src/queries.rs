@@ -49,6 +49,17 @@ impl Table {
         }
     }
 
+    /// The columns, with `id` declared the primary key of person and auction when `keyed`.
+    pub fn columns_keyed(self, keyed: bool) -> String {
+        match self {
+            Table::Person | Table::Auction if keyed => {
+                self.columns()
+                    .replacen("id BIGINT,", "id BIGINT PRIMARY KEY,", 1)
+            }
+            _ => self.columns().to_string(),
+        }
+    }
+
     /// How many of this table's rows the generator makes in its first `events` events (every
     /// 50 events are 1 person, 3 auctions, then 46 bids).
     pub fn rows_in(self, events: u64) -> u64 {

@@ -138,6 +138,17 @@ impl Planner<'_> {
         if let Some((name, args)) = super::temporal::marker(join) {
             return self.plan_marked_join(join, &name, &args);
         }
+        if let Some(moved) = self.join_with_side_filter_moved(join)? {
+            let (inputs, clocks) = (self.inputs.len(), self.next_clock);
+            match self.plan_node(&moved) {
+                Ok(planned) => return Ok(planned),
+                // Planned as written instead (which says what is wrong, if anything is).
+                Err(_) => {
+                    self.inputs.truncate(inputs);
+                    self.next_clock = clocks;
+                }
+            }
+        }
         let condition = || {
             join.filter
                 .as_ref()

@@ -22,6 +22,7 @@ mod grouping_sets;
 mod input;
 mod join;
 mod join_bounds;
+mod join_side_filters;
 mod over_window;
 mod project;
 mod temporal;
@@ -463,6 +464,8 @@ struct Planner<'a> {
     emit_on_window_close: bool,
     inputs: Vec<StreamInput>,
     next_clock: usize,
+    /// Whether filters below a join move into it (`join_side_filters`): views record it.
+    moves_join_side_filters: bool,
 }
 
 /// Plans a materialized view's (optimized) query as a stream plan.
@@ -470,6 +473,7 @@ pub fn plan_stream(
     plan: &LogicalPlan,
     catalog: &dyn StreamCatalog,
     emit_on_window_close: bool,
+    moves_join_side_filters: bool,
 ) -> Result<StreamPlan> {
     let mut planner = Planner {
         catalog,
@@ -477,6 +481,7 @@ pub fn plan_stream(
         emit_on_window_close,
         inputs: Vec::new(),
         next_clock: 0,
+        moves_join_side_filters,
     };
     let planned = planner.plan_node(plan)?;
     if planned.window.is_some_and(|(spec, _)| spec.is_session()) {

@@ -31,6 +31,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::Statement;
 use eddy_executor::engine::Restore;
+use eddy_executor::graph::StateLayout;
 use eddy_executor::{EngineHandle, TableDef, TableKey};
 use eddy_planner::statement::{parse_statements, ParsedStatement};
 use eddy_planner::window::{interval_micros, TableLookup};
@@ -213,7 +214,10 @@ impl Database {
                 emit_on_window_close,
                 ..
             } => {
-                let plan = self.plan_view(&query, emit_on_window_close, true).await?;
+                let layout = StateLayout(entry.state_layout.unwrap_or(0));
+                let plan = self
+                    .plan_view(&query, emit_on_window_close, Some(layout))
+                    .await?;
                 let reads = self.query_reads(&query);
                 let id = entry.table_ids[0];
                 let info = plan.as_source(&name);

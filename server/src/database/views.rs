@@ -12,6 +12,7 @@ use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{Query, Statement};
+use eddy_executor::graph::StateLayout;
 use eddy_executor::TableKey;
 use eddy_planner::stream::plan_stream;
 use eddy_planner::{
@@ -42,7 +43,7 @@ impl Database {
                 format!("relation \"{name}\" already exists"),
             ));
         }
-        let plan = self.plan_view(query, emit_on_window_close, false).await?;
+        let plan = self.plan_view(query, emit_on_window_close, None).await?;
         let reads = self.query_reads(query);
         let info = plan.as_source(name);
         let schema = plan.schema.clone();
@@ -87,7 +88,7 @@ impl Database {
                 "EXPLAIN of this statement (EXPLAIN CREATE MATERIALIZED VIEW shows a view's streaming plan)",
             ));
         };
-        let plan = self.plan_view(query, *emit_on_window_close, false).await?;
+        let plan = self.plan_view(query, *emit_on_window_close, None).await?;
         let lines = eddy_planner::explain::explain(&plan, name);
         let schema = explain_schema();
         let column = Arc::new(StringArray::from(lines));
@@ -99,14 +100,17 @@ impl Database {
         })
     }
 
-    /// `accepted_before`: the view exists (a restart plans it again), so limits added since
-    /// it was created do not refuse it.
+    /// `restored`: the view exists (a restart plans it again, with the state layout it was
+    /// created with), so limits added since it was created do not refuse it; None for a view
+    /// planned anew.
     pub(crate) async fn plan_view(
         &self,
         query: &Query,
         emit_on_window_close: bool,
-        accepted_before: bool,
+        restored: Option<StateLayout>,
     ) -> Result<StreamPlan> {
+        let layout = restored.unwrap_or(StateLayout::CURRENT);
+        let moves_filters = layout.moves_join_side_filters();
         let mut state = self.ctx.state();
         // Uncorrelated scalar subqueries become joins with their single row, which a view
         // maintains (DataFusion would otherwise compute them once, at planning).
@@ -115,7 +119,7 @@ impl Database {
             .options_mut()
             .optimizer
             .enable_physical_uncorrelated_scalar_subquery = false;
-        if accepted_before {
+        if restored.is_some() {
             state
                 .config_mut()
                 .set_extension(Arc::new(eddy_planner::window::AcceptedBefore));
@@ -132,7 +136,7 @@ impl Database {
         // Before the optimizer folds now() into the time of this statement.
         let plan = eddy_planner::wall_clock::mark_now(plan)?;
         let optimized = state.optimize(&plan)?;
-        let stream = plan_stream(&optimized, self, emit_on_window_close);
+        let stream = plan_stream(&optimized, self, emit_on_window_close, moves_filters);
         // DataFusion turns a DISTINCT aggregate into an aggregate of aggregates. That helps over
         // an input with retractions, but nested aggregates cannot close windows: without the
         // rewrite the DISTINCT accumulator keeps its values itself.
@@ -151,7 +155,7 @@ impl Database {
                     .with_optimizer_rules(rules)
                     .build()
                     .optimize(&plan)?;
-                let stream = plan_stream(&direct, self, emit_on_window_close);
+                let stream = plan_stream(&direct, self, emit_on_window_close, moves_filters);
                 (direct, stream)
             }
             other => (optimized, other),
