@@ -22,6 +22,9 @@ use rand::{Rng, SeedableRng};
 
 use crate::case::{Row as StreamRow, T0_MS};
 
+#[path = "dimension_joins.rs"]
+mod dimension;
+
 /// A keyed table's row: `id` is the primary key, `k` and `k2` join keys, `v` a value.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Row {
@@ -51,6 +54,10 @@ enum Step {
     /// Rows appended to the stream table `s`.
     Append {
         rows: Vec<StreamRow>,
+    },
+    /// Rows inserted into the dimension `d` (each key once).
+    Dimension {
+        rows: Vec<(i32, i64)>,
     },
     CreateView(usize),
     Restart,
@@ -160,6 +167,7 @@ impl JoinCase {
             let at = rng.random_range(0..=steps.len());
             steps.insert(at, Step::Restart);
         }
+        dimension::add(seed, tables, &mut steps, &mut views);
         JoinCase {
             seed,
             tables,
@@ -173,12 +181,24 @@ impl JoinCase {
         let mut sql: Vec<String> = (0..self.tables)
             .map(|t| format!("CREATE TABLE j{t} (id INT PRIMARY KEY, k INT, k2 INT, v BIGINT);"))
             .collect();
+        sql.push(dimension::CREATE.to_string());
         sql.push(format!(
             "CREATE TABLE s (k1 INT, k2 VARCHAR, v BIGINT, d DOUBLE, ts TIMESTAMP,
                WATERMARK FOR ts AS ts - INTERVAL '{} milliseconds') APPEND ONLY;",
             self.delay_ms
         ));
         sql.join("\n")
+    }
+
+    /// The dimension's rows.
+    fn dimension_rows(&self) -> Vec<(i32, i64)> {
+        self.steps
+            .iter()
+            .flat_map(|s| match s {
+                Step::Dimension { rows } => rows.clone(),
+                _ => Vec::new(),
+            })
+            .collect()
     }
 
     /// Each keyed table's final rows, and the stream table's rows that were not late.
@@ -202,7 +222,7 @@ impl JoinCase {
                     tables[*table].remove(id);
                 }
                 Step::Append { rows } => stream.push(rows.as_slice()),
-                Step::CreateView(_) | Step::Restart => {}
+                Step::Dimension { .. } | Step::CreateView(_) | Step::Restart => {}
             }
         }
         let (kept, _) = crate::batch::not_late(&stream, self.delay_ms);
@@ -521,6 +541,7 @@ async fn play(case: &JoinCase, eddy: &mut EddyProcess) -> Result<()> {
             ),
             Step::Delete { table, id } => format!("DELETE FROM j{table} WHERE id = {id}"),
             Step::Append { rows } => crate::case::insert_sql("s", rows),
+            Step::Dimension { rows } => dimension::insert_sql(rows),
             Step::CreateView(view) => {
                 let view = &case.views[*view];
                 format!("CREATE MATERIALIZED VIEW {} AS {}", view.name, view.sql)
@@ -543,6 +564,11 @@ async fn play(case: &JoinCase, eddy: &mut EddyProcess) -> Result<()> {
             Arc::new(MemTable::try_new(batch.schema(), vec![vec![batch]])?),
         )?;
     }
+    let batch = dimension::batch(&case.dimension_rows())?;
+    ctx.register_table(
+        "d",
+        Arc::new(MemTable::try_new(batch.schema(), vec![vec![batch]])?),
+    )?;
     let batch = stream_batch(&stream)?;
     ctx.register_table(
         "s",
