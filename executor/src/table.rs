@@ -17,6 +17,10 @@ use eddy_storage::{EpochBatch, RowCodec, Store, TableId};
 use serde::{Deserialize, Serialize};
 
 use crate::late_rows::rows_as_json;
+pub use refusals::RefusedRow;
+
+#[path = "table_refusals.rs"]
+mod refusals;
 pub use crate::late_rows::{LateRow, LATE_ROWS_RETENTION};
 use crate::watermark::{LateArrival, WatermarkTracker};
 use crate::{ExecError, Op, Result, StreamChunk, Watermark};
@@ -81,6 +85,8 @@ pub struct TableRuntime {
     /// Row writes since the last commit: key → row (None: deleted).
     pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     late: Vec<LateRow>,
+    /// A source's rows its key refused, until the engine takes them as dead letters.
+    refused: Vec<RefusedRow>,
 }
 
 fn progress_key(id: TableId) -> String {
@@ -108,6 +114,7 @@ impl TableRuntime {
             reported_idle: false,
             pending: BTreeMap::new(),
             late: Vec::new(),
+            refused: Vec::new(),
         })
     }
 
@@ -137,7 +144,8 @@ impl TableRuntime {
         self.progress.rows_late
     }
 
-    /// Applies upserts and, where `deletes[i]`, deletions by key (`FORMAT UPSERT`).
+    /// Applies a source's upserts and, where `deletes[i]`, deletions by key (`FORMAT UPSERT`).
+    /// Rows the key refuses are set aside ([`Self::take_refused`]).
     pub fn apply(
         &mut self,
         batch: RecordBatch,
@@ -145,7 +153,7 @@ impl TableRuntime {
         split: &str,
         store: &dyn Store,
     ) -> Result<(Option<StreamChunk>, Option<Watermark>)> {
-        self.check_not_null_key(&batch)?;
+        let (batch, deletes) = self.refuse_null_keys(batch, deletes)?;
         self.progress.rows_in += batch.num_rows() as u64;
         let (batch, watermark, kept) = self.drop_late_rows(batch, split)?;
         // Keep the deletion flags aligned with the rows that stay.
@@ -164,15 +172,18 @@ impl TableRuntime {
         if batch.num_rows() == 0 {
             return Ok((None, watermark));
         }
-        Ok((self.upsert(batch, deletes, store)?, watermark))
+        Ok((self.upsert(batch, deletes, store, true)?, watermark))
     }
 
-    /// Writes rows that passed the lateness check: keys, upserts, deletions by key.
+    /// Writes rows that passed the lateness check: keys, upserts, deletions by key. A key an
+    /// append-only table already holds fails the statement, or, for a source (`refuse`), sets
+    /// its row aside.
     fn upsert(
         &mut self,
         batch: RecordBatch,
         deletes: Option<Vec<bool>>,
         store: &dyn Store,
+        refuse: bool,
     ) -> Result<Option<StreamChunk>> {
         let chunk = match &self.def.key {
             TableKey::RowId => {
@@ -221,12 +232,16 @@ impl TableRuntime {
                         continue;
                     }
                     match self.lookup(&key, store)? {
-                        Some(old) if self.def.append_only => {
-                            drop(old);
-                            return Err(ExecError::Constraint(format!(
+                        Some(_) if self.def.append_only => {
+                            let error = format!(
                                 "duplicate key value violates primary key of append-only table \"{}\"",
                                 self.def.name
-                            )));
+                            );
+                            if !refuse {
+                                return Err(ExecError::Constraint(error));
+                            }
+                            self.refuse_row(&batch, i, error)?;
+                            continue;
                         }
                         Some(old) => {
                             ops.push(Op::UpdateDelete);
@@ -239,6 +254,9 @@ impl TableRuntime {
                     out_keys.push(key.clone());
                     out_values.push(value.clone());
                     self.pending.insert(key, Some(value));
+                }
+                if ops.is_empty() {
+                    return Ok(None);
                 }
                 let visible = self
                     .value_codec
@@ -335,7 +353,7 @@ impl TableRuntime {
             let (kept, _) = self.set_aside(batch, late)?;
             self.progress_dirty = true;
             if kept.num_rows() > 0 {
-                chunks.extend(self.upsert(kept, None, store)?);
+                chunks.extend(self.upsert(kept, None, store, false)?);
             }
         }
         let Some(latest) = latest else {

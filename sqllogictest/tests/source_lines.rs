@@ -1,7 +1,8 @@
 //! Lines a source cannot take become dead letters, whatever they hold: a JSON line nested
 //! 100,000 levels deep used to overflow the source thread's stack and kill the server, again at
 //! every restart (the line is read again); lenient JSON (`{"id":36,}`) used to pass as a row.
-//! `eddy_catalog.source_errors` has one row per bad line, with the views it failed for.
+//! `eddy_catalog.source_errors` has one row per bad line, with the views it failed for; so has
+//! a row whose primary key the source refuses (NULL, or already there on an append-only one).
 
 use eddy_sqllogictest::EddyProcess;
 
@@ -100,4 +101,90 @@ async fn deep_and_lenient_lines_are_dead_letters_once_each() {
         "{}",
         eddy.log_tail(20)
     );
+}
+
+/// A row its primary key refuses (a key an append-only source already has, a NULL key) is a
+/// dead letter, with the row as JSON; the rest of the source goes on. It used to fail the whole
+/// batch, read again and failed again for ever: the source and its views froze.
+#[tokio::test]
+async fn rows_a_source_key_refuses_are_dead_letters_and_the_source_goes_on() {
+    let mut eddy = EddyProcess::start_fresh().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keyed.jsonl");
+    let lines = [
+        r#"{"id": 1, "c": 10}"#,
+        r#"{"id": 1, "c": 11}"#,
+        r#"{"id": null, "c": 12}"#,
+        r#"{"c": 13}"#,
+        r#"{"id": 2, "c": 14}"#,
+    ];
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let (client, _driver) = eddy.connect().await.unwrap();
+    client
+        .batch_execute(&format!(
+            "CREATE SOURCE keyed (id BIGINT PRIMARY KEY, c INT) WITH (connector = 'file', path = '{}');
+             CREATE MATERIALIZED VIEW keyed_rows AS SELECT id, c FROM keyed;
+             FLUSH;",
+            path.display()
+        ))
+        .await
+        .unwrap();
+    let expect_rows = |rows: Vec<tokio_postgres::Row>| {
+        let rows: Vec<(i64, i32)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        assert_eq!(rows, [(1, 10), (2, 14)]);
+    };
+    expect_rows(
+        client
+            .query("SELECT id, c FROM keyed_rows ORDER BY id", &[])
+            .await
+            .unwrap(),
+    );
+    let letters: Vec<(String, String, Vec<String>)> = client
+        .query(
+            "SELECT error, payload, views FROM eddy_catalog.source_errors \
+             WHERE source = 'keyed' ORDER BY payload",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let payloads: Vec<&str> = letters.iter().map(|(_, p, _)| p.as_str()).collect();
+    assert_eq!(
+        payloads,
+        [r#"{"c":12}"#, r#"{"c":13}"#, r#"{"id":1,"c":11}"#],
+        "{letters:?}"
+    );
+    assert!(
+        letters[0].0.contains("null value in column \"id\""),
+        "{letters:?}"
+    );
+    assert!(
+        letters[2]
+            .0
+            .contains("duplicate key value violates primary key"),
+        "{letters:?}"
+    );
+    assert!(letters.iter().all(|(_, _, v)| v == &["keyed_rows"]));
+    // Restarted, the source resumes after the lines it read: nothing is refused twice.
+    drop(client);
+    eddy.restart().await.unwrap();
+    let (client, _driver) = eddy.connect().await.unwrap();
+    client.batch_execute("FLUSH").await.unwrap();
+    expect_rows(
+        client
+            .query("SELECT id, c FROM keyed_rows ORDER BY id", &[])
+            .await
+            .unwrap(),
+    );
+    let count: i64 = client
+        .query_one(
+            "SELECT count(*) FROM eddy_catalog.source_errors WHERE source = 'keyed'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(count, 3);
 }

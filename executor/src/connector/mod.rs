@@ -27,7 +27,7 @@ use crossbeam_channel::{SendTimeoutError, Sender};
 use datafusion::arrow::array::{
     ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
-use datafusion::arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef, TimeUnit};
 use eddy_planner::statement::IncludeKind;
 
 use crate::{ExecError, Result};
@@ -314,7 +314,16 @@ pub fn with_includes(
         };
         columns.push(column);
     }
-    Ok(RecordBatch::try_new(spec.schema.clone(), columns)?)
+    // Nullable: a NULL in a primary key column (declared NOT NULL) is refused row by row by the
+    // table, as a dead letter; checked here it failed the whole batch, again at every retry.
+    let nullable = Schema::new(
+        spec.schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect::<Vec<_>>(),
+    );
+    Ok(RecordBatch::try_new(Arc::new(nullable), columns)?)
 }
 
 fn processing_time(rows: usize) -> ArrayRef {

@@ -207,6 +207,18 @@ impl Engine {
                     ExecError::UndefinedObject(format!("no table for feed {target}"))
                 })?;
                 let changes = table.apply(rows, batch.deletes, &batch.split, store.as_ref())?;
+                let refused = table.take_refused();
+                if let (false, Some(feed)) = (refused.is_empty(), self.feeds.get_mut(target)) {
+                    // A row's own position is not known after decoding: the batch's end is.
+                    let letters = refused.into_iter().map(|refused| DeadLetter {
+                        split: batch.split.clone(),
+                        position: batch.next_position,
+                        error: refused.error,
+                        payload: refused.row.into_bytes(),
+                        reader: String::new(),
+                    });
+                    feed.add_dead_letters(&batch.split, letters.collect());
+                }
                 self.route(target, changes)
             }
         }

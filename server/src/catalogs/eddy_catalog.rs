@@ -351,14 +351,22 @@ impl SystemSchema {
             .scan_table(SOURCE_ERRORS_TABLE)
             .map_err(|e| DataFusionError::External(Box::new(e)))?;
         // One row per bad message: each reader of a source (a view has its own) meets the
-        // same message, and records it, so the records are gathered by where it lies.
+        // same message, and records it, so the records are gathered by where it lies and what
+        // it is (rows a source's key refused share their batch's position).
         let mut letters: Vec<StoredDeadLetter> = Vec::with_capacity(rows.len());
         let mut readers: Vec<Vec<String>> = Vec::with_capacity(rows.len());
-        let mut places: HashMap<(String, String, i64), usize> = HashMap::new();
+        type Place = (String, String, i64, String, String);
+        let mut places: HashMap<Place, usize> = HashMap::new();
         for (_, value) in rows {
             let letter: StoredDeadLetter = serde_json::from_slice(&value)
                 .map_err(|e| DataFusionError::External(Box::new(e)))?;
-            let place = (letter.source.clone(), letter.split.clone(), letter.position);
+            let place = (
+                letter.source.clone(),
+                letter.split.clone(),
+                letter.position,
+                letter.error.clone(),
+                letter.payload.clone(),
+            );
             let row = *places.entry(place).or_insert_with(|| {
                 letters.push(letter.clone());
                 readers.push(Vec::new());
