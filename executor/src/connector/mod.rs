@@ -316,6 +316,9 @@ pub fn with_includes(
     }
     // Nullable: a NULL in a primary key column (declared NOT NULL) is refused row by row by the
     // table, as a dead letter; checked here it failed the whole batch, again at every retry.
+    if spec.schema.fields().iter().all(|f| f.is_nullable()) {
+        return Ok(RecordBatch::try_new(spec.schema.clone(), columns)?);
+    }
     let nullable = Schema::new(
         spec.schema
             .fields()
