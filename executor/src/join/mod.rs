@@ -20,6 +20,7 @@ mod lookup;
 mod output;
 mod pairs;
 mod residual;
+mod rows_by_time;
 mod state;
 #[cfg(test)]
 mod tests;

@@ -10,12 +10,12 @@
 //! reading the store; opening such a side reads its rows' keys and times once. Its state is
 //! bounded by the watermark, and so is that read.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use eddy_storage::{EpochBatch, RowCodec, StorageError};
 
+use super::rows_by_time::RowsByTime;
 use crate::state_table::{KeyedStateTable, StateContext, StateRow, StateTableStats, StateValue};
 use crate::Result;
 
@@ -57,9 +57,6 @@ impl StateRow for Entry {
     }
 }
 
-/// A row by its eviction column: (time, join key, row key).
-type Timed = (i64, Box<[u8]>, Box<[u8]>);
-
 pub(super) struct SideState {
     pub table: KeyedStateTable<Entry>,
     /// Visible columns then stream key.
@@ -70,7 +67,7 @@ pub(super) struct SideState {
     pub stream_key_codec: RowCodec,
     /// With an eviction rule: the column it reads, and the rows by its value.
     pub evict_column: Option<usize>,
-    by_time: BTreeSet<Timed>,
+    by_time: RowsByTime,
     /// With an eviction rule: the rows of each join key that has any. Its rows are all read at
     /// open anyway (for their times), so the side knows which keys have rows and its table
     /// keeps no group markers (a put and a delete for every key a short-lived row brings).
@@ -171,7 +168,7 @@ impl SideState {
             key_codec,
             stream_key_codec,
             evict_column,
-            by_time: BTreeSet::new(),
+            by_time: RowsByTime::default(),
             rows_by_key: None,
             figures,
         };
@@ -222,8 +219,7 @@ impl SideState {
                 let times = eddy_planner::window::to_micros(batch.column(column))?;
                 for (i, (join_key, row_key, _)) in part.iter().enumerate() {
                     if datafusion::arrow::array::Array::is_valid(&times, i) {
-                        let place = ((*join_key).into(), (*row_key).into());
-                        self.by_time.insert((times.value(i), place.0, place.1));
+                        self.by_time.insert(times.value(i), join_key, row_key);
                     }
                 }
             }
@@ -285,7 +281,7 @@ impl SideState {
         let rows = self.table.group(join_key).map_or(0, |g| g.len() as u64);
         self.figures.max_rows_per_key = self.figures.max_rows_per_key.max(rows);
         if let (Some(time), Some(_)) = (time, self.evict_column) {
-            self.by_time.insert((time, join_key.into(), row_key.into()));
+            self.by_time.insert(time, join_key, row_key);
         }
         Ok(())
     }
@@ -301,8 +297,7 @@ impl SideState {
         }
         // A side that retracts may insert the same row key again with another time.
         if let (true, Some(time), Some(_)) = (removed, time, self.evict_column) {
-            self.by_time
-                .remove(&(time, join_key.into(), row_key.into()));
+            self.by_time.remove(time, join_key, row_key);
         }
         Ok(removed)
     }
@@ -324,16 +319,7 @@ impl SideState {
     /// store) without any output. Returns them, oldest first.
     pub fn evict_below(&mut self, bound: i64) -> Result<Vec<Entry>> {
         self.figures.retention = Some(self.figures.retention.map_or(bound, |r| r.max(bound)));
-        let mut places = Vec::new();
-        while self
-            .by_time
-            .first()
-            .is_some_and(|(time, _, _)| *time < bound)
-        {
-            if let Some((_, join_key, row_key)) = self.by_time.pop_first() {
-                places.push((join_key, row_key));
-            }
-        }
+        let places = self.by_time.take_below(bound);
         if places.is_empty() {
             return Ok(Vec::new());
         }
