@@ -111,9 +111,11 @@ pub struct Group<V> {
     memory: usize,
     /// Whether the store holds the group's marker (it had rows at the last barrier).
     marked: bool,
-    /// Whether rows of it changed since the last barrier (it is in the table's `dirty`):
-    /// kept here too, so that eviction does not look every group up there.
+    /// Whether rows of it changed since the last barrier (it is in the table's `dirty`).
     dirty: bool,
+    /// Its rows changed since the last barrier (kept with the group: marking a row costs
+    /// no lookup of its own).
+    changed: DirtyRows,
 }
 
 /// A group's changed rows by row key, each with whether it is new since the last barrier.
@@ -124,10 +126,10 @@ pub struct KeyedStateTable<V> {
     store: Arc<dyn Store>,
     cache: Arc<StateCache>,
     groups: HashMap<Box<[u8]>, Group<V>>,
-    /// Rows changed since the last barrier, by group (their groups stay cached until then),
-    /// each with whether it is new since then (not in the store: a new row removed again
-    /// before the barrier is never written).
-    dirty: HashMap<Box<[u8]>, DirtyRows>,
+    /// The groups whose rows changed since the last barrier (they stay cached until then;
+    /// each keeps its changed rows, with whether each is new since then: not in the store,
+    /// so that a new row removed again before the barrier is never written).
+    dirty: Vec<Box<[u8]>>,
     /// Auxiliary rows to write at the next barrier (None: delete).
     aux: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     /// Rows outside the table's layout to write first at the next barrier (an old layout's).
@@ -194,7 +196,7 @@ impl<V: StateValue> KeyedStateTable<V> {
             store,
             cache,
             groups: HashMap::new(),
-            dirty: HashMap::new(),
+            dirty: Vec::new(),
             aux: BTreeMap::new(),
             raw: Vec::new(),
             extra,
@@ -307,6 +309,7 @@ impl<V: StateValue> KeyedStateTable<V> {
                 memory: ENTRY_OVERHEAD + key.len(),
                 marked: false,
                 dirty: false,
+                changed: DirtyRows::new(),
             };
             if marked {
                 prefix.clear();
@@ -354,8 +357,6 @@ impl<V: StateValue> KeyedStateTable<V> {
             .ok_or_else(|| crate::join::internal("a state group was changed before it was loaded"))
     }
 
-    /// Marks a row changed; `new` when it was not in the group before the change (a row
-    /// already marked keeps what it was at the last barrier).
     /// Caches group `key`, known to have no rows, empty.
     fn cache_empty(&mut self, key: &[u8]) {
         let memory = ENTRY_OVERHEAD + key.len();
@@ -365,6 +366,7 @@ impl<V: StateValue> KeyedStateTable<V> {
             memory,
             marked: false,
             dirty: false,
+            changed: DirtyRows::new(),
         };
         self.cache.grow(memory);
         self.stats.cache_bytes += memory as u64;
@@ -372,12 +374,11 @@ impl<V: StateValue> KeyedStateTable<V> {
         self.groups.insert(key.into(), group);
     }
 
-    fn mark(&mut self, group: &[u8], row_key: &[u8], new: bool) {
-        self.dirty
-            .entry_ref(group)
-            .or_default()
-            .entry_ref(row_key)
-            .or_insert(new);
+    /// Adds group `key` to the changed ones unless `was_dirty` (it is already there).
+    fn mark_group(&mut self, key: &[u8], was_dirty: bool) {
+        if !was_dirty {
+            self.dirty.push(key.into());
+        }
     }
 
     /// Puts a row; returns the row it replaced.
@@ -387,17 +388,18 @@ impl<V: StateValue> KeyedStateTable<V> {
             stored_bytes(group, row_key, &value),
         );
         let entry = self.cached(group)?;
-        entry.dirty = true;
+        let was_dirty = std::mem::replace(&mut entry.dirty, true);
         let old = entry.rows.insert(row_key.into(), value);
         let freed = old.as_ref().map_or(0, |old| row_memory(row_key, old));
         entry.memory = entry.memory + memory - freed;
+        mark(&mut entry.changed, row_key, old.is_none());
         match &old {
             Some(old) => self.stats.bytes -= stored_bytes(group, row_key, old) as u64,
             None => self.stats.rows += 1,
         }
         self.stats.bytes += stored as u64;
         self.account(memory, freed);
-        self.mark(group, row_key, old.is_none());
+        self.mark_group(group, was_dirty);
         Ok(old)
     }
 
@@ -407,20 +409,18 @@ impl<V: StateValue> KeyedStateTable<V> {
         let Some(old) = entry.rows.remove(row_key) else {
             return Ok(None);
         };
-        entry.dirty = true;
+        let was_dirty = std::mem::replace(&mut entry.dirty, true);
         let freed = row_memory(row_key, &old);
         entry.memory -= freed;
+        // A row added since the last barrier was never written: nothing to delete.
+        match entry.changed.get(row_key) {
+            Some(true) => _ = entry.changed.remove(row_key),
+            _ => mark(&mut entry.changed, row_key, false),
+        }
         self.stats.rows -= 1;
         self.stats.bytes -= stored_bytes(group, row_key, &old) as u64;
         self.account(0, freed);
-        // A row added since the last barrier was never written: nothing to delete.
-        let rows = self.dirty.get_mut(group);
-        match rows.as_ref().and_then(|rows| rows.get(row_key)) {
-            Some(true) => {
-                rows.expect("found").remove(row_key);
-            }
-            _ => self.mark(group, row_key, false),
-        }
+        self.mark_group(group, was_dirty);
         Ok(Some(old))
     }
 
@@ -435,7 +435,7 @@ impl<V: StateValue> KeyedStateTable<V> {
         let Some(value) = entry.rows.get_mut(row_key) else {
             return Ok(None);
         };
-        entry.dirty = true;
+        let was_dirty = std::mem::replace(&mut entry.dirty, true);
         let (memory, stored) = (
             row_memory(row_key, value),
             stored_bytes(group, row_key, value),
@@ -446,9 +446,10 @@ impl<V: StateValue> KeyedStateTable<V> {
             stored_bytes(group, row_key, value),
         );
         entry.memory = entry.memory + new_memory - memory;
+        mark(&mut entry.changed, row_key, false);
         self.stats.bytes = self.stats.bytes + new_stored as u64 - stored as u64;
         self.account(new_memory, memory);
-        self.mark(group, row_key, false);
+        self.mark_group(group, was_dirty);
         Ok(Some(result))
     }
 
@@ -578,6 +579,12 @@ impl<V> Drop for KeyedStateTable<V> {
 }
 
 use persist::marker_key;
+
+/// Marks a row changed; `new` when it was not in the group before the change (a row
+/// already marked keeps what it was at the last barrier).
+fn mark(changed: &mut DirtyRows, row_key: &[u8], new: bool) {
+    changed.entry_ref(row_key).or_insert(new);
+}
 
 fn row_memory<V: StateValue>(row_key: &[u8], value: &V) -> usize {
     ENTRY_OVERHEAD + row_key.len() + value.memory()

@@ -34,8 +34,9 @@ impl<V: StateValue> KeyedStateTable<V> {
         let mut taken = Vec::with_capacity(self.dirty.len());
         // Drained, not replaced: its room is reused by the next epoch, which is likely to
         // change as many groups (growing it again cost a few percent of a join's time).
-        for (group_key, row_keys) in self.dirty.drain() {
-            if let Some((group_key, group)) = self.groups.remove_entry(&group_key) {
+        for group_key in self.dirty.drain(..) {
+            if let Some((group_key, mut group)) = self.groups.remove_entry(&group_key) {
+                let row_keys = std::mem::take(&mut group.changed);
                 taken.push((group_key, group, row_keys));
             }
         }
@@ -187,12 +188,12 @@ impl<V: StateRow> KeyedStateTable<V> {
         let changed = !self.dirty.is_empty();
         let mut dirty = std::mem::take(&mut self.dirty);
         let groups = dirty.len();
-        for (group_key, row_keys) in dirty.drain() {
+        for group_key in dirty.drain(..) {
             let Some(group) = self.groups.get_mut(&group_key) else {
                 continue;
             };
             let part = write_marker(self.markers, self.table, epoch, &group_key, group);
-            for (row_key, _) in row_keys {
+            for (row_key, _) in std::mem::take(&mut group.changed) {
                 let key = row_store_key(part, &group_key, &row_key);
                 match group.rows.get_mut(&row_key) {
                     Some(row) => {
