@@ -78,7 +78,8 @@ impl<V: StateValue> KeyedStateTable<V> {
             writes += 1;
         }
         for (group_key, group, _) in taken {
-            match self.drops_when_empty(&group) {
+            // Every group with rows is cached: an empty one needs no entry.
+            match self.whole && group.rows.is_empty() {
                 true => self.uncached(&group),
                 false => _ = self.groups.insert(group_key, group),
             }
@@ -105,12 +106,6 @@ impl<V: StateValue> KeyedStateTable<V> {
         if self.dirty.capacity() > 4 * groups + 1024 {
             self.dirty.shrink_to(groups);
         }
-    }
-
-    /// Whether a changed group leaves the cache: it is empty, and every group with rows is
-    /// cached (an empty one then needs no entry).
-    fn drops_when_empty(&self, group: &Group<V>) -> bool {
-        self.whole && group.rows.is_empty()
     }
 
     /// Accounts for a group that left the cache.
@@ -208,6 +203,7 @@ impl<V: StateRow> KeyedStateTable<V> {
                 }
                 writes += 1;
             }
+            // Every group with rows is cached: an empty one needs no entry.
             if self.whole && group.rows.is_empty() {
                 if let Some(group) = self.groups.remove(&group_key) {
                     self.uncached(&group);
