@@ -117,6 +117,15 @@ impl Engine {
                 };
                 self.views.insert(view.entry.name.clone(), view);
             }
+            Restore::Unplanned { sqlstate, message } => {
+                let plan = StreamPlan::unplanned();
+                if entry.failed.is_some() {
+                    return self.restore(entry, Restore::View(plan));
+                }
+                let message =
+                    format!("its query could not be planned when Eddy started ({message})");
+                return self.restore_failed(entry, plan, &sqlstate, message);
+            }
             Restore::PlainView => {
                 self.plain_views.insert(entry.name.clone(), entry);
             }

@@ -68,6 +68,12 @@ pub enum Restore {
     Table(TableDef, Option<SourceSpec>),
     Source(SourceDefinition),
     View(StreamPlan),
+    /// A materialized view whose query no longer plans: restored failed, with the planner's
+    /// error (its rows stay until it is dropped).
+    Unplanned {
+        sqlstate: String,
+        message: String,
+    },
     /// A plain view: only its catalog entry (the server plans its query).
     PlainView,
     /// A sink, checked against its input by the server.

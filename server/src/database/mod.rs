@@ -35,7 +35,7 @@ use eddy_executor::graph::StateLayout;
 use eddy_executor::{EngineHandle, TableDef, TableKey};
 use eddy_planner::statement::{parse_statements, ParsedStatement};
 use eddy_planner::window::{interval_micros, TableLookup};
-use eddy_planner::{EddyStatement, SourceInfo, WatermarkDef};
+use eddy_planner::{EddyStatement, SourceInfo, StreamPlan, WatermarkDef};
 use eddy_storage::{CatalogEntry, ObjectKind, Store, TableId};
 
 use crate::error::{Result, ServerError};
@@ -159,25 +159,50 @@ impl Database {
         let mut pending = CatalogEntry::load_all(self.store.as_ref())?;
         loop {
             let mut waiting = Vec::new();
-            let mut last_error = None;
             let before = pending.len();
             for entry in pending {
                 let view = matches!(entry.kind, ObjectKind::View | ObjectKind::MaterializedView);
                 match self.restore_entry(entry.clone()).await {
                     Ok(()) => {}
-                    Err(error) if view && error.code == "42P01" => {
-                        waiting.push(entry);
-                        last_error = Some(error);
-                    }
+                    Err(error) if view && error.code == "42P01" => waiting.push((entry, error)),
                     Err(error) => return Err(error),
                 }
             }
-            match last_error {
-                None => return Ok(()),
-                Some(error) if waiting.len() == before => return Err(error),
-                Some(_) => pending = waiting,
+            if waiting.len() == before {
+                // What they read is gone for good: each is restored failed, saying so.
+                for (entry, error) in waiting {
+                    self.restore_unplanned(entry, error).await?;
+                }
+                return Ok(());
             }
+            pending = waiting.into_iter().map(|(entry, _)| entry).collect();
         }
+    }
+
+    /// Restores a view whose query no longer plans (Eddy's planner changed, or something it
+    /// read is gone) as failed, so that Eddy starts and every other object runs: reading it
+    /// answers `error`, and dropping it works.
+    pub(crate) async fn restore_unplanned(
+        &self,
+        entry: CatalogEntry,
+        error: ServerError,
+    ) -> Result<()> {
+        tracing::error!(
+            view = entry.name,
+            "the view's query could not be planned: {error}"
+        );
+        if entry.kind == ObjectKind::View {
+            return self.restore_unplanned_plain_view(entry, error).await;
+        }
+        let name = entry.name.clone();
+        let id = entry.table_ids[0];
+        let plan = StreamPlan::unplanned();
+        let restore = Restore::Unplanned {
+            sqlstate: error.code.to_string(),
+            message: error.message,
+        };
+        self.engine.restore(entry, restore).await?;
+        self.register_view(plan.as_source(&name), plan.schema, id)
     }
 
     async fn restore_entry(&self, entry: CatalogEntry) -> Result<()> {
@@ -215,9 +240,14 @@ impl Database {
                 ..
             } => {
                 let layout = StateLayout(entry.state_layout.unwrap_or(0));
-                let plan = self
+                let plan = match self
                     .plan_view(&query, emit_on_window_close, Some(layout))
-                    .await?;
+                    .await
+                {
+                    Ok(plan) => plan,
+                    Err(error) if error.code == "42P01" => return Err(error),
+                    Err(error) => return self.restore_unplanned(entry, error).await,
+                };
                 let reads = self.query_reads(&query);
                 let id = entry.table_ids[0];
                 let info = plan.as_source(&name);

@@ -24,6 +24,7 @@ use eddy_storage::CatalogEntry;
 
 use crate::database::{Database, Object, Outcome};
 use crate::error::{Result, ServerError};
+use crate::query::unplanned_view::UnplannedView;
 
 /// A plain view as the catalogs show it.
 #[derive(Clone, Debug)]
@@ -33,6 +34,8 @@ pub(crate) struct PlainView {
     /// The query, as `pg_views.definition` shows it.
     pub query: String,
     pub schema: SchemaRef,
+    /// Set when its query no longer planned at a restart: what reading it answers.
+    pub unplanned: Option<Arc<UnplannedView>>,
 }
 
 /// The parts of a stored `CREATE VIEW`.
@@ -111,9 +114,37 @@ impl Database {
         let name = entry.name.clone();
         let sql = entry.sql.clone();
         let view = definition(&sql)?;
-        let (plan, reads) = self.plan_plain_view(&view.columns, &view.query).await?;
+        let (plan, reads) = match self.plan_plain_view(&view.columns, &view.query).await {
+            Ok(planned) => planned,
+            Err(error) if error.code == "42P01" => return Err(error),
+            Err(error) => return self.restore_unplanned(entry, error).await,
+        };
         self.engine.restore(entry, Restore::PlainView).await?;
         self.register_plain_view(&name, &sql, &view.query, plan, reads)
+    }
+
+    /// Restores a plain view whose query no longer plans: it keeps its name (so that DROP
+    /// and the catalogs see it) and reading it answers `error`.
+    pub(crate) async fn restore_unplanned_plain_view(
+        &self,
+        entry: CatalogEntry,
+        error: ServerError,
+    ) -> Result<()> {
+        let name = entry.name.clone();
+        let sql = entry.sql.clone();
+        let query = definition(&sql)?.query;
+        let reads = self.query_reads(&query);
+        self.engine.restore(entry, Restore::PlainView).await?;
+        let unplanned = Arc::new(UnplannedView::new(&name, &error));
+        let view = PlainView {
+            sql,
+            query: format!(" {query};"),
+            schema: unplanned.schema(),
+            unplanned: Some(unplanned.clone()),
+        };
+        self.register_readable(&name, unplanned, Object::PlainView(view))?;
+        self.set_reads(&name, reads);
+        Ok(())
     }
 
     /// Plans a view's query (types coerced, as DataFusion's own views are), renames its
@@ -197,6 +228,7 @@ impl Database {
             sql: sql.to_string(),
             query: format!(" {query};"),
             schema,
+            unplanned: None,
         };
         // Replaced (OR REPLACE, or planned again): the new definition takes the name.
         if self.exists(name) {

@@ -16,9 +16,13 @@ impl Database {
             _ => None,
         };
         crate::pg::ast::from_functions::apply(&mut statement, &state);
-        let plan = state
-            .statement_to_plan(DfStatement::Statement(Box::new(statement)))
-            .await?;
+        let plan = match state
+            .statement_to_plan(DfStatement::Statement(Box::new(statement.clone())))
+            .await
+        {
+            Ok(plan) => plan,
+            Err(error) => return Err(self.failed_read(&statement).unwrap_or(error.into())),
+        };
         let plan = crate::pg::ast::decimal_literals::rescale_exponent_literals(plan)?;
         let plan = crate::pg::ast::int_literals::narrow_integer_literals(plan)?;
         let plan = crate::pg::types::interval_input::type_text_compared_with_intervals(plan)?;
@@ -33,6 +37,25 @@ impl Database {
             Some(params) => plan.with_param_values(params)?,
             None => plan,
         })
+    }
+
+    /// Why a query that did not plan cannot read one of its relations, when it is a view that
+    /// failed (a view whose query no longer planned at a restart has no columns: naming any
+    /// of them fails first).
+    fn failed_read(&self, statement: &Statement) -> Option<ServerError> {
+        let Statement::Query(query) = statement else {
+            return None;
+        };
+        self.query_reads(query)
+            .iter()
+            .find_map(|name| match self.object(name)? {
+                Object::View(_) => {
+                    let failure = self.engine.view_failure(name)?;
+                    Some(crate::error::view_failed(name, &failure))
+                }
+                Object::PlainView(view) => Some(view.unplanned?.error()),
+                _ => None,
+            })
     }
 
     pub(crate) async fn execute_sql_statement(

@@ -14,3 +14,4 @@ pub mod query_memory;
 pub mod scan_admission;
 pub mod stored_scan;
 pub mod subscription_rows;
+pub mod unplanned_view;
