@@ -352,11 +352,13 @@ impl SystemSchema {
             .map_err(|e| DataFusionError::External(Box::new(e)))?;
         // One row per bad message: each reader of a source (a view has its own) meets the
         // same message, and records it, so the records are gathered by where it lies and what
-        // it is (rows a source's key refused share their batch's position).
+        // it is. Rows a source's key refused share their batch's position: the n-th record of
+        // one reader at a place is the n-th such row, which every reader records in turn.
         let mut letters: Vec<StoredDeadLetter> = Vec::with_capacity(rows.len());
         let mut readers: Vec<Vec<String>> = Vec::with_capacity(rows.len());
         type Place = (String, String, i64, String, String);
-        let mut places: HashMap<Place, usize> = HashMap::new();
+        let mut places: HashMap<(Place, usize), usize> = HashMap::new();
+        let mut seen: HashMap<(Place, String), usize> = HashMap::new();
         for (_, value) in rows {
             let letter: StoredDeadLetter = serde_json::from_slice(&value)
                 .map_err(|e| DataFusionError::External(Box::new(e)))?;
@@ -367,7 +369,11 @@ impl SystemSchema {
                 letter.error.clone(),
                 letter.payload.clone(),
             );
-            let row = *places.entry(place).or_insert_with(|| {
+            let nth = seen
+                .entry((place.clone(), letter.reader.clone()))
+                .or_default();
+            *nth += 1;
+            let row = *places.entry((place, *nth)).or_insert_with(|| {
                 letters.push(letter.clone());
                 readers.push(Vec::new());
                 letters.len() - 1
