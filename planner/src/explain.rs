@@ -533,6 +533,10 @@ impl Writer<'_> {
                         other_side.schema.field(eviction.other_column).name()
                     )
                 }
+                None if side.append_only && join.fixed_keys(1 - s) => format!(
+                    "keeps a row until its key arrives on the {} side, which holds one row per key: UNBOUNDED",
+                    sides[1 - s].0
+                ),
                 None if side.append_only => "keeps every row forever: UNBOUNDED".to_string(),
                 None => "follows its input's rows".to_string(),
             };

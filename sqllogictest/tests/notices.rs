@@ -168,6 +168,46 @@ async fn join_state_that_grows_forever_is_announced_per_side() {
     assert!(got[0].contains("left input (\"clicks\")"), "{got:?}");
     assert!(got[0].contains("right input (\"views\")"), "{got:?}");
 
+    // A stream enriched with an append-only table keyed by the join key: a click is kept only
+    // until its account arrives (it is never probed again then); each account stays.
+    client
+        .batch_execute(
+            "CREATE TABLE accounts (id INT PRIMARY KEY, name VARCHAR) APPEND ONLY;
+             CREATE MATERIALIZED VIEW account_clicks AS
+             SELECT c.ts, a.name FROM clicks c JOIN accounts a ON c.user_id = a.id",
+        )
+        .await
+        .unwrap();
+    let got = drain(&mut notices);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].contains(
+            "each row of its left input (\"clicks\") until its key arrives on the right side (\"accounts\""
+        ),
+        "{got:?}"
+    );
+    assert!(
+        got[0].contains("every row of its right input (\"accounts\") forever"),
+        "{got:?}"
+    );
+    let plan: Vec<String> = client
+        .query(
+            "EXPLAIN CREATE MATERIALIZED VIEW x AS
+             SELECT c.ts, a.name FROM clicks c JOIN accounts a ON c.user_id = a.id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert!(
+        plan.iter().any(|line| line.contains(
+            "left state: table 2 (rows of \"clicks\" by join key; keeps a row until its key arrives on the right side, which holds one row per key: UNBOUNDED)"
+        )),
+        "{plan:#?}"
+    );
+
     // Two tables with deletes: state follows their rows, no notice.
     client
         .batch_execute(

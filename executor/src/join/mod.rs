@@ -414,10 +414,10 @@ impl JoinOperator {
         // side, whose row is still there) and is not kept; and a row of such a side, arriving,
         // is the last the other side's rows of its key will ever meet, so they leave (their
         // deletes and degrees are settled by probing this row, which stays).
-        if other_has_key && self.fixed_keys(o) {
+        if other_has_key && self.plan.fixed_keys(o) {
             return Ok(());
         }
-        if other_has_key && self.fixed_keys(s) {
+        if other_has_key && self.plan.fixed_keys(s) {
             self.sides[o].remove_key(&probe.join_key)?;
         }
         let degree = if self.shape.tracks_degree(s) {
@@ -432,14 +432,6 @@ impl JoinOperator {
             degree,
             probe.time,
         )
-    }
-
-    /// Whether side `s` is append-only with at most one row per join key, so that a key it
-    /// holds is never matched by another of its rows. Not with an eviction padding rows at
-    /// window close: those must be kept until then.
-    fn fixed_keys(&self, s: usize) -> bool {
-        let side = self.side_plan(s);
-        side.append_only && side.unique_per_key && !self.plan.pad_on_eviction
     }
 }
 

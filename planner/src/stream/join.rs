@@ -108,17 +108,36 @@ impl JoinPlan {
         )
     }
 
+    /// Whether side `s` (0: left) is append-only with at most one row per join key: a key it
+    /// holds is taken for good, so a row of the other side that finds its key there is never
+    /// probed again and is not kept. Not with an eviction padding rows at window close: those
+    /// are kept until then.
+    pub fn fixed_keys(&self, s: usize) -> bool {
+        let side = [&self.left, &self.right][s];
+        side.append_only && side.unique_per_key && !self.pad_on_eviction
+    }
+
     /// Each side whose state grows forever, and what would bound it.
     pub(super) fn unbounded_state(&self) -> Vec<String> {
-        [("left", &self.left), ("right", &self.right)]
-            .into_iter()
-            .zip(&self.evictions)
-            .filter(|((_, side), eviction)| side.append_only && eviction.is_none())
-            .map(|(side, _)| side)
-            .map(|(which, side)| {
+        let sides = [("left", &self.left), ("right", &self.right)];
+        (0..2)
+            .filter(|&s| sides[s].1.append_only && self.evictions[s].is_none())
+            .map(|s| {
+                let (which, side) = sides[s];
+                let (other, other_side) = sides[1 - s];
+                let kept = match self.fixed_keys(1 - s) {
+                    true => format!(
+                        "each row of its {which} input ({}) until its key arrives on the {other} side ({}, which holds one row per key for good), and a row whose key never arrives forever",
+                        quoted(&side.reads),
+                        quoted(&other_side.reads)
+                    ),
+                    false => format!(
+                        "every row of its {which} input ({}) forever",
+                        quoted(&side.reads)
+                    ),
+                };
                 format!(
-                    "the join keeps every row of its {which} input ({}) forever: that input only grows and no time condition bounds the join. To bound it, join the same TUMBLE or HOP window on both sides (ON ... AND l.window_start = r.window_start AND l.window_end = r.window_end) or add a time condition between watermarked columns (AND l.ts BETWEEN r.ts - INTERVAL '...' AND r.ts + INTERVAL '...')",
-                    quoted(&side.reads)
+                    "the join keeps {kept}: that input only grows and no time condition bounds the join. To bound it, join the same TUMBLE or HOP window on both sides (ON ... AND l.window_start = r.window_start AND l.window_end = r.window_end) or add a time condition between watermarked columns (AND l.ts BETWEEN r.ts - INTERVAL '...' AND r.ts + INTERVAL '...')"
                 )
             })
             .collect()
