@@ -29,6 +29,7 @@ mod temporal;
 mod temporal_filter;
 mod top_n;
 mod union;
+mod unplanned;
 
 use std::fmt;
 use std::sync::Arc;
@@ -269,33 +270,6 @@ pub struct StreamPlan {
 }
 
 impl StreamPlan {
-    /// What a view whose query no longer plans (at a restart) is kept as: no columns, no
-    /// inputs, nothing to run; the view is failed and reading it answers why.
-    pub fn unplanned() -> Self {
-        let schema = Arc::new(datafusion::arrow::datatypes::Schema::empty());
-        Self {
-            root: StreamNode {
-                kind: NodeKind::Input {
-                    input: 0,
-                    projection: None,
-                },
-                inputs: Vec::new(),
-                schema: schema.clone(),
-                key_fields: Vec::new(),
-                key_columns: None,
-                append_only: true,
-                watermarks: Vec::new(),
-                windows: Vec::new(),
-            },
-            inputs: Vec::new(),
-            schema,
-            key_fields: Vec::new(),
-            append_only: true,
-            emit_on_window_close: false,
-            watermarks: Vec::new(),
-        }
-    }
-
     pub fn key_len(&self) -> usize {
         self.key_fields.len()
     }
