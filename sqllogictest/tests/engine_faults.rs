@@ -326,21 +326,30 @@ async fn a_view_whose_state_cannot_be_read_at_start_fails_alone() {
 /// A view whose query no longer plans when Eddy starts (here its stored definition names a
 /// column its table lacks, as a planner change could make it) fails alone: Eddy starts, the
 /// other views go on, reading the view (or a plain view over it) answers why, whatever column
-/// the reader names, and the view can be dropped and created again.
+/// the reader names, its index and sink come back with it, and the view can be dropped and
+/// created again.
 #[tokio::test]
 async fn a_view_whose_query_no_longer_plans_at_start_fails_alone() {
     let mut eddy = EddyProcess::start_fresh().await.unwrap();
     let (client, _driver) = eddy.connect().await.unwrap();
+    let files = tempfile::tempdir().unwrap();
     client
-        .batch_execute(
+        .batch_execute(&format!(
             "CREATE TABLE t (x INT);
              CREATE MATERIALIZED VIEW counted AS SELECT count(*) AS n FROM t;
              CREATE MATERIALIZED VIEW per_x AS SELECT x, count(*) AS n FROM t GROUP BY x;
              CREATE VIEW big_x AS SELECT x FROM per_x WHERE n > 1;
              CREATE VIEW plain_counted AS SELECT n FROM counted;
+             CREATE VIEW plain_x AS SELECT x FROM t;
+             CREATE MATERIALIZED VIEW old_x AS SELECT x FROM t GROUP BY x;
+             CREATE INDEX per_x_by_n ON per_x (n);
+             CREATE SINK per_x_out FROM per_x
+               WITH (connector = 'file', path = '{}', force_append_only = 'true')
+               FORMAT PLAIN ENCODE JSON;
              INSERT INTO t VALUES (1), (2), (2);
              FLUSH;",
-        )
+            files.path().display()
+        ))
         .await
         .unwrap();
     drop(client);
@@ -350,14 +359,18 @@ async fn a_view_whose_query_no_longer_plans_at_start_fails_alone() {
     {
         use eddy_storage::Store;
         let store = eddy_storage::fjall_store::FjallStore::open(eddy.data_dir()).unwrap();
-        let mut entry = eddy_storage::CatalogEntry::load_all(&store)
-            .unwrap()
-            .into_iter()
-            .find(|entry| entry.name == "per_x")
-            .unwrap();
-        entry.sql = entry.sql.replace("GROUP BY x", "GROUP BY gone");
         let mut batch = eddy_storage::EpochBatch::default();
-        entry.write(&mut batch).unwrap();
+        for mut entry in eddy_storage::CatalogEntry::load_all(&store).unwrap() {
+            if entry.name == "old_x" {
+                // Made before Eddy recorded a view's columns: it is kept with none.
+                entry.view_shape = None;
+            }
+            if ["per_x", "plain_x", "old_x"].contains(&entry.name.as_str()) {
+                entry.sql = entry.sql.replace("x FROM t", "gone FROM t");
+                entry.sql = entry.sql.replace("GROUP BY x", "GROUP BY gone");
+                entry.write(&mut batch).unwrap();
+            }
+        }
         store.commit(&batch).unwrap();
     }
 
@@ -373,11 +386,27 @@ async fn a_view_whose_query_no_longer_plans_at_start_fails_alone() {
                 "{error:?}"
             );
         }
+        // A plain view over it plans (its columns were recorded) and answers its failure; a
+        // plain view whose own query no longer plans answers why.
         let error = error_of(&client, "SELECT x FROM big_x").await;
         assert!(
             error
                 .message()
-                .contains("view \"big_x\" could not be restored"),
+                .contains("materialized view \"per_x\" failed"),
+            "{error:?}"
+        );
+        let error = error_of(&client, "SELECT x FROM old_x").await;
+        assert!(
+            error
+                .message()
+                .contains("materialized view \"old_x\" failed"),
+            "{error:?}"
+        );
+        let error = error_of(&client, "SELECT x FROM plain_x").await;
+        assert!(
+            error
+                .message()
+                .contains("view \"plain_x\" could not be restored"),
             "{error:?}"
         );
         failed_while_others_go_on(&client, "per_x", "SELECT n FROM plain_counted").await;
@@ -387,6 +416,17 @@ async fn a_view_whose_query_no_longer_plans_at_start_fails_alone() {
     assert_eq!(count(&client, "SELECT n FROM counted").await, 5);
     let error = error_of(&client, "DROP MATERIALIZED VIEW per_x").await;
     assert_eq!(error.code().code(), "2BP01", "{error:?}");
+    // Its index and its sink came back with it (its columns were recorded when it was made).
+    let dependents: i64 = client
+        .query_one(
+            "SELECT (SELECT count(*) FROM pg_indexes WHERE indexname = 'per_x_by_n')
+                  + (SELECT count(*) FROM eddy_catalog.sinks WHERE name = 'per_x_out')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(dependents, 2);
     client
         .batch_execute(
             "DROP MATERIALIZED VIEW per_x CASCADE;

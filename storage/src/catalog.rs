@@ -3,6 +3,9 @@
 //! Objects are re-planned from their SQL on restart, so the catalog stores no plan formats
 //! that could drift between versions.
 
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use serde::{Deserialize, Serialize};
 
 use crate::keys::{TableId, CATALOG_TABLE};
@@ -53,6 +56,48 @@ pub struct CatalogEntry {
     /// Likewise, the schema of an upsert source's message keys, when they have one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_key_schema: Option<String>,
+    /// A materialized view's shape as created (absent before Eddy recorded it): a view whose
+    /// query no longer plans at a restart keeps it, so that its indexes and sinks come back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view_shape: Option<ViewShape>,
+}
+
+/// A materialized view's visible columns, the ones its stream key repeats, and whether it only
+/// inserts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViewShape {
+    /// Each column's name, Arrow type (as Arrow displays it) and nullability.
+    pub columns: Vec<(String, String, bool)>,
+    pub key_columns: Option<Vec<usize>>,
+    pub append_only: bool,
+}
+
+impl ViewShape {
+    pub fn new(schema: &Schema, key_columns: Option<Vec<usize>>, append_only: bool) -> Self {
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|f| (f.name().clone(), f.data_type().to_string(), f.is_nullable()))
+            .collect();
+        Self {
+            columns,
+            key_columns,
+            append_only,
+        }
+    }
+
+    /// The columns as a schema; None when a type no longer reads back.
+    pub fn schema(&self) -> Option<SchemaRef> {
+        let fields = self
+            .columns
+            .iter()
+            .map(|(name, data_type, nullable)| {
+                let data_type: DataType = data_type.parse().ok()?;
+                Some(Field::new(name, data_type, *nullable))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Arc::new(Schema::new(fields)))
+    }
 }
 
 /// Why a materialized view stopped, as reading it reports.

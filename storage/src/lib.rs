@@ -33,7 +33,7 @@ mod sled_legacy;
 pub mod snapshot;
 pub mod store;
 
-pub use catalog::{CatalogEntry, ObjectKind, ViewFailure};
+pub use catalog::{CatalogEntry, ObjectKind, ViewFailure, ViewShape};
 pub use codec::RowCodec;
 pub use epoch::EpochBatch;
 pub use error::{Result, StorageError};

@@ -2,6 +2,7 @@
 //! and reloading everything from the last committed epoch.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use eddy_planner::StreamPlan;
 use eddy_storage::keys::{LATE_ROWS_TABLE, VIEW_ERRORS_TABLE};
@@ -118,7 +119,7 @@ impl Engine {
                 self.views.insert(view.entry.name.clone(), view);
             }
             Restore::Unplanned { sqlstate, message } => {
-                let plan = StreamPlan::unplanned();
+                let plan = unplanned_plan(&entry);
                 if entry.failed.is_some() {
                     return self.restore(entry, Restore::View(plan));
                 }
@@ -256,6 +257,7 @@ impl Engine {
             state_layout: None,
             source_schema: None,
             source_key_schema: None,
+            view_shape: None,
         };
         self.counters.next_catalog_seq += 1;
         entry
@@ -374,6 +376,11 @@ impl Engine {
         entry.key_layout = Some(plan.key_layout());
         entry.workers = Some(instances as u32);
         entry.state_layout = Some(layout.0);
+        entry.view_shape = Some(eddy_storage::ViewShape::new(
+            &plan.schema,
+            plan.root.key_columns.clone(),
+            plan.append_only,
+        ));
         entry.write(&mut self.epoch_writes)?;
         self.views.insert(
             name,
@@ -523,5 +530,21 @@ fn keyed_otherwise(entry: &CatalogEntry, plan: &StreamPlan) -> bool {
         Some(created) => *created != layout,
         // Recorded since outer joins gained presence flags: an older entry with one is stale.
         None => layout.contains("_join_left_present") || layout.contains("_join_right_present"),
+    }
+}
+
+/// The plan a view whose query no longer plans is kept with: its columns, key and appends as
+/// recorded when it was created (none when they were not), nothing to run.
+pub fn unplanned_plan(entry: &CatalogEntry) -> StreamPlan {
+    let shape = entry.view_shape.as_ref();
+    match shape.and_then(|shape| Some((shape.schema()?, shape))) {
+        Some((schema, shape)) => {
+            StreamPlan::unplanned(schema, shape.key_columns.clone(), shape.append_only)
+        }
+        None => StreamPlan::unplanned(
+            Arc::new(datafusion::arrow::datatypes::Schema::empty()),
+            None,
+            true,
+        ),
     }
 }

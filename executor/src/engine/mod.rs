@@ -52,6 +52,7 @@ mod unrestored;
 mod view_failure;
 
 pub use backpressure::{WriteBufferHoldStats, DEFAULT_WRITE_BUFFER_MIB};
+pub use catalog::unplanned_plan;
 pub use sinks::SinkMeta;
 pub use sources::StoredDeadLetter;
 pub use view_failure::StateBudget;

@@ -35,7 +35,7 @@ use eddy_executor::graph::StateLayout;
 use eddy_executor::{EngineHandle, TableDef, TableKey};
 use eddy_planner::statement::{parse_statements, ParsedStatement};
 use eddy_planner::window::{interval_micros, TableLookup};
-use eddy_planner::{EddyStatement, SourceInfo, StreamPlan, WatermarkDef};
+use eddy_planner::{EddyStatement, SourceInfo, WatermarkDef};
 use eddy_storage::{CatalogEntry, ObjectKind, Store, TableId};
 
 use crate::error::{Result, ServerError};
@@ -196,7 +196,7 @@ impl Database {
         }
         let name = entry.name.clone();
         let id = entry.table_ids[0];
-        let plan = StreamPlan::unplanned();
+        let plan = eddy_executor::engine::unplanned_plan(&entry);
         let restore = Restore::Unplanned {
             sqlstate: error.code.to_string(),
             message: error.message,
