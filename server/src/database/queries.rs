@@ -10,18 +10,18 @@ impl Database {
         params: Option<ParamValues>,
     ) -> Result<LogicalPlan> {
         let state = self.ctx.state();
-        let mut statement = statement.clone();
-        let output_names = match &statement {
+        let mut planned = statement.clone();
+        let output_names = match &planned {
             Statement::Query(query) => crate::pg::ast::output_names::postgres_output_names(query),
             _ => None,
         };
-        crate::pg::ast::from_functions::apply(&mut statement, &state);
+        crate::pg::ast::from_functions::apply(&mut planned, &state);
         let plan = match state
-            .statement_to_plan(DfStatement::Statement(Box::new(statement.clone())))
+            .statement_to_plan(DfStatement::Statement(Box::new(planned)))
             .await
         {
             Ok(plan) => plan,
-            Err(error) => return Err(self.failed_read(&statement).unwrap_or(error.into())),
+            Err(error) => return Err(self.failed_read(statement).unwrap_or(error.into())),
         };
         let plan = crate::pg::ast::decimal_literals::rescale_exponent_literals(plan)?;
         let plan = crate::pg::ast::int_literals::narrow_integer_literals(plan)?;
@@ -40,8 +40,8 @@ impl Database {
     }
 
     /// Why a query that did not plan cannot read one of its relations, when it is a view that
-    /// failed (a view whose query no longer planned at a restart has no columns: naming any
-    /// of them fails first).
+    /// failed (a view whose query no longer planned at a restart, made before Eddy recorded its
+    /// columns, has none: naming any of them fails first).
     fn failed_read(&self, statement: &Statement) -> Option<ServerError> {
         let Statement::Query(query) = statement else {
             return None;
